@@ -1,0 +1,27 @@
+"""streamparse: model output → a structured chat message, while it streams.
+
+Reasoning blocks and tool-call envelopes of open-weight models (Hermes/Qwen, Qwen3-Coder,
+DeepSeek, Mistral) are read by one incremental engine; any chunking gives the same result.
+"""
+
+from __future__ import annotations
+
+from .api import astream, parse, render, stream
+from .engine import StreamParser
+from .registry import formats
+from .types import Delta, Message, RejectedCall, ToolCall, ToolCallDelta
+
+__all__ = [
+    "Delta",
+    "Message",
+    "RejectedCall",
+    "StreamParser",
+    "ToolCall",
+    "ToolCallDelta",
+    "astream",
+    "formats",
+    "parse",
+    "render",
+    "stream",
+]
+__version__ = "0.1.0"

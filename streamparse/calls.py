@@ -1,0 +1,46 @@
+"""Reading a JSON call object (`{"name", "arguments"}`), shared by the JSON formats."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .spec import CallResult, ParsedCall, Rejection
+from .types import INVALID_JSON
+
+ARGUMENT_KEYS = ("arguments", "parameters")
+
+
+def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:
+    """The arguments and their JSON text, or an error message.
+
+    An object is kept as the model wrote it; a JSON string holding an object (some models emit
+    that) is accepted and its text is the arguments JSON."""
+    if isinstance(value, dict):
+        return value, raw
+    if isinstance(value, str):
+        try:
+            inner = json.loads(value)
+        except ValueError as error:
+            return f"arguments is a string that is not a JSON object: {error}"
+        if isinstance(inner, dict):
+            return inner, value.strip()
+        return "arguments is a string that does not hold a JSON object"
+    return f"arguments must be a JSON object, got {type(value).__name__}"
+
+
+def call_from_members(members: list[tuple[str, Any, str]]) -> CallResult:
+    """A call from the members of its JSON object: `(key, value, raw value text)` in order."""
+    fields = {key: (value, raw) for key, value, raw in members}
+    name = fields.get("name", (None, ""))[0]
+    if not isinstance(name, str) or not name.strip():
+        return Rejection(INVALID_JSON, ['$.name: the call object has no "name" string'])
+    call_id = fields.get("id", (None, ""))[0]
+    key = next((k for k in ARGUMENT_KEYS if k in fields), None)
+    if key is None:
+        arguments: tuple[dict[str, Any], str] | str = ({}, "{}")
+    else:
+        arguments = arguments_of(*fields[key])
+    if isinstance(arguments, str):
+        return Rejection(INVALID_JSON, [f"$.{key}: {arguments}"], name=name.strip())
+    return ParsedCall(name, arguments[0], arguments[1], call_id if isinstance(call_id, str) else None)

@@ -1,0 +1,163 @@
+"""The `streamparse` command: parse, stream, formats, demo. A thin loop around `StreamParser`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .engine import StreamParser
+from .registry import formats
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+class UsageError(Exception):
+    """Misuse of the command: reported on stderr with exit status 2."""
+
+
+def _fixtures_dir() -> Path:
+    installed = _PACKAGE / "_fixtures"
+    return installed if installed.is_dir() else _PACKAGE.parent / "fixtures"
+
+
+def _load_tools(path: str | None) -> list[dict[str, Any]] | None:
+    if path is None:
+        return None
+    try:
+        tools = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"cannot read --tools file: {error}") from None
+    except ValueError as error:
+        raise UsageError(f"--tools file {path} is not JSON: {error}") from None
+    if not isinstance(tools, list):
+        raise UsageError(f"--tools file {path} must hold a JSON list of tool definitions")
+    return tools
+
+
+def _parser(opts: argparse.Namespace) -> StreamParser:
+    try:
+        return StreamParser(opts.format, _load_tools(opts.tools), opts.forced_open, emit_calls=opts.emit)
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
+
+
+def _message_json(parser: StreamParser, openai: bool) -> dict[str, Any]:
+    message = parser.message
+    if openai:
+        return message.to_openai()
+    return {
+        "content": message.content,
+        "reasoning": message.reasoning,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments, "arguments_json": c.arguments_json}
+            for c in message.tool_calls
+        ],
+        "rejected": [{"status": r.status, "errors": r.errors, "raw": r.raw, "name": r.name} for r in message.rejected],
+    }
+
+
+def _cmd_parse(opts: argparse.Namespace, out: TextIO) -> int:
+    parser = _parser(opts)
+    try:
+        data = Path(opts.file).read_bytes() if opts.file not in (None, "-") else sys.stdin.buffer.read()
+    except OSError as error:
+        raise UsageError(f"cannot read {opts.file}: {error}") from None
+    parser.feed(data)
+    parser.close()
+    json.dump(_message_json(parser, opts.openai), out, ensure_ascii=False, indent=2)
+    out.write("\n")
+    return 1 if opts.strict and parser.message.rejected else 0
+
+
+def _write_deltas(deltas: Sequence[Any], out: TextIO) -> None:
+    for delta in deltas:
+        out.write(json.dumps(delta.to_openai(), ensure_ascii=False) + "\n")
+    out.flush()
+
+
+def _cmd_stream(opts: argparse.Namespace, out: TextIO) -> int:
+    parser = _parser(opts)
+    binary = sys.stdin.buffer
+    read = getattr(binary, "read1", binary.read)
+    while chunk := read(4096):
+        _write_deltas(parser.feed(chunk), out)
+    _write_deltas(parser.close(), out)
+    return 1 if opts.strict and parser.message.rejected else 0
+
+
+def _cmd_formats(opts: argparse.Namespace, out: TextIO) -> int:
+    for name in formats():
+        out.write(name + "\n")
+    return 0
+
+
+def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
+    """Stream a bundled fixture in 4-character chunks, one delta per line, with visible pacing."""
+    fixture = _fixtures_dir() / opts.format / "qwen3_reasoning_two_calls.txt"
+    if opts.file:
+        fixture = Path(opts.file)
+    if not fixture.is_file():
+        raise UsageError(f"no demo fixture at {fixture}; pass a file with --file")
+    tools_file = fixture.parent / "tools.json"
+    if opts.tools is None and tools_file.is_file():
+        opts.tools = str(tools_file)
+    parser = _parser(opts)
+    text = fixture.read_text(encoding="utf-8")
+    out.write(f"# streaming {fixture.name} ({len(text)} characters) as {opts.format}, 4 characters a chunk\n")
+    for start in range(0, len(text), 4):
+        for delta in parser.feed(text[start:start + 4]):
+            out.write(json.dumps(delta.to_openai(), ensure_ascii=False) + "\n")
+            out.flush()
+        time.sleep(opts.delay)
+    _write_deltas(parser.close(), out)
+    out.write("# final message:\n")
+    json.dump(_message_json(parser, openai=True), out, ensure_ascii=False, indent=2)
+    out.write("\n")
+    return 0
+
+
+def build_argparser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="streamparse", description=__doc__)
+    commands = top.add_subparsers(dest="command", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--format", "-f", default="hermes", help="wire format (see `streamparse formats`)")
+        sub.add_argument("--tools", help="JSON file with the tools list (OpenAI shape) to check calls against")
+        sub.add_argument("--forced-open", action="store_true", help="the prompt ended inside a reasoning block")
+        sub.add_argument("--emit", choices=("validated", "progressive"), default="validated",
+                         help="when tool-call deltas are sent")
+        sub.add_argument("--strict", action="store_true", help="exit 1 when any call was rejected")
+
+    parse_cmd = commands.add_parser("parse", help="parse a finished output (file or stdin) into a message")
+    parse_cmd.add_argument("file", nargs="?", help="the output text; stdin when absent or -")
+    parse_cmd.add_argument("--openai", action="store_true", help="print the OpenAI chat message shape")
+    common(parse_cmd)
+    stream_cmd = commands.add_parser("stream", help="read stdin incrementally, print one delta per line (JSON Lines)")
+    common(stream_cmd)
+    commands.add_parser("formats", help="list the accepted format names")
+    demo = commands.add_parser("demo", help="stream a bundled fixture with visible pacing")
+    demo.add_argument("--file", help="stream this file instead of the bundled fixture")
+    demo.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
+    common(demo)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = build_argparser().parse_args(argv)
+    handlers = {"parse": _cmd_parse, "stream": _cmd_stream, "formats": _cmd_formats, "demo": _cmd_demo}
+    try:
+        return handlers[opts.command](opts, sys.stdout)
+    except UsageError as error:
+        print(f"streamparse: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

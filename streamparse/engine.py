@@ -1,0 +1,528 @@
+"""The one incremental engine: text regions, envelopes and wrappers, for every format.
+
+Cost (kept, not hoped for): every character is searched once by a compiled delimiter
+alternation or by an envelope scanner. The only text looked at again is the held-back suffix,
+shorter than the longest delimiter. Whitespace whose role is unknown waits in a list, never
+rescanned, and is joined once when later text shows it is inner. Envelope bodies are collected
+as a list of pieces and joined once, when the envelope ends, for the format's grammar.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .registry import get_format
+from .scanning import Delimiters, EnvelopeScanner
+from .spec import (
+    ArgumentsFragment,
+    CallResult,
+    CallStart,
+    CallStreamer,
+    Envelope,
+    EnvelopeSpec,
+    FormatSpec,
+    ParsedCall,
+    Rejection,
+    WrapperSpec,
+)
+from .types import (
+    INVALID_JSON,
+    TRUNCATED,
+    Delta,
+    Message,
+    RejectedCall,
+    ToolCall,
+    ToolCallDelta,
+)
+from .validation import ToolSet
+
+EMIT_MODES = ("validated", "progressive")
+REASONING_POLICIES = ("ignore", "extract")
+
+_START, _REASONING, _CONTENT, _WRAPPER, _ENVELOPE = "start", "reasoning", "content", "wrapper", "envelope"
+
+
+def _check_choice(name: str, value: object, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+@dataclass
+class _Region:
+    """Content or reasoning: what was emitted, and whitespace waiting to learn its role."""
+
+    kind: str
+    parts: list[str] = field(default_factory=list)
+    pending_ws: list[str] = field(default_factory=list)
+
+    @property
+    def started(self) -> bool:
+        return bool(self.parts)
+
+
+@dataclass
+class _Started:
+    """Progressive mode: a call whose id and name were already sent."""
+
+    index: int
+    id: str
+    name: str
+    sent: list[str] = field(default_factory=list)
+
+
+class StreamParser:
+    """Feed model output as it arrives; get `Delta`s; `close()` at the end; read `message`.
+
+    `parse(text)` is this machine fed one chunk, so streamed and final results cannot drift."""
+
+    def __init__(
+        self,
+        format: str = "hermes",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        thinking_forced_open: bool = False,
+        *,
+        emit_calls: str = "validated",
+        tool_calls_in_reasoning: str = "ignore",
+        id_factory: Callable[[int], str] | None = None,
+    ) -> None:
+        _check_choice("emit_calls", emit_calls, EMIT_MODES)
+        _check_choice("tool_calls_in_reasoning", tool_calls_in_reasoning, REASONING_POLICIES)
+        if id_factory is not None and not callable(id_factory):
+            raise TypeError("id_factory must be a callable taking the call's ordinal and returning an id")
+        self._spec: FormatSpec = get_format(format)
+        self._tools = ToolSet(tools)
+        self._progressive = emit_calls == "progressive"
+        self._extract = tool_calls_in_reasoning == "extract"
+        self._id_factory = id_factory or self._spec.id_factory
+        self._ids_used: set[str] = set()
+
+        spec = self._spec
+        self._openers_to_envelope: dict[str, EnvelopeSpec] = {
+            opener: envelope for envelope in spec.envelopes for opener in envelope.openers
+        }
+        self._openers_to_wrapper: dict[str, WrapperSpec] = {
+            opener: wrapper for wrapper in spec.wrappers for opener in wrapper.openers
+        }
+        self._closer_of = {opener: closer for opener, closer in spec.reasoning}
+        self._reasoning_openers = Delimiters(self._closer_of)
+        self._all_reasoning_closers = tuple(dict.fromkeys(self._closer_of.values()))
+        self._call_openers = Delimiters([*self._openers_to_envelope, *self._openers_to_wrapper])
+        self._trailers = Delimiters(c for w in spec.wrappers for c in w.closers)
+        self._reasoning_delimiters: dict[tuple[str, ...], Delimiters] = {}
+        self._wrapper_delimiters = {
+            id(w): Delimiters([*self._openers_to_envelope, *w.closers]) for w in spec.wrappers
+        }
+
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoding = False  # bytes were fed and the decoder may hold part of a character
+        self._closed = False
+        self._message: Message | None = None
+
+        self._mode = _START
+        self._forced = thinking_forced_open
+        self._carry = ""
+        self._content = _Region("content")
+        self._reasoning = _Region("reasoning")
+        self._reasoning_closers: tuple[str, ...] = self._all_reasoning_closers
+        self._absorb = False  # a bare call just ended: a wrapper closer after whitespace is its own
+        self._calls: list[ToolCall] = []
+        self._rejected: list[RejectedCall] = []
+        self._ordinal = 0  # calls seen so far, accepted or not: the argument of id_factory
+        self._stream_index = 0  # progressive mode: calls started so far
+        self._out: list[Delta] = []
+
+        # The open envelope, if any.
+        self._envelope: EnvelopeSpec | None = None
+        self._opener = ""
+        self._body: list[str] = []
+        self._scanner: EnvelopeScanner | None = None
+        self._streamer: CallStreamer | None = None
+        self._started: dict[int, _Started] = {}
+        self._wrapped = False
+        self._return_mode = _CONTENT
+
+        # The open wrapper, if any.
+        self._wrapper: WrapperSpec | None = None
+        self._wrapper_calls = 0
+        self._wrapper_raw: list[str] = []  # its text while it has no call yet (for a rejection)
+        self._wrapper_ws: list[str] = []  # whitespace after its last call
+
+    # ----------------------------------------------------------------- public API
+
+    def feed(self, chunk: str | bytes | bytearray) -> list[Delta]:
+        """Consume the next piece of output; return what it makes certain."""
+        if self._closed:
+            raise ValueError("feed() after close(): this parser has finished; create a new StreamParser")
+        if isinstance(chunk, str):
+            text = self._flush_decoder() + chunk
+        elif isinstance(chunk, (bytes, bytearray)):
+            self._decoding = True
+            text = self._decoder.decode(bytes(chunk))
+        else:
+            raise TypeError(f"feed() takes str or bytes chunks, got {type(chunk).__name__}")
+        self._run(text)
+        return self._take()
+
+    def close(self) -> list[Delta]:
+        """End of generation: settle what was held back and any open envelope."""
+        if self._closed:
+            raise ValueError("close() was already called on this parser")
+        self._run(self._flush_decoder())
+        self._closed = True
+        self._finish()
+        self._message = Message(
+            content="".join(self._content.parts),
+            reasoning="".join(self._reasoning.parts),
+            tool_calls=list(self._calls),
+            rejected=list(self._rejected),
+        )
+        return self._take()
+
+    @property
+    def message(self) -> Message:
+        """The whole message; available after `close()`."""
+        if self._message is None:
+            raise ValueError("message is available after close(); call close() at the end of generation")
+        return self._message
+
+    @property
+    def held_back(self) -> int:
+        """Characters outside envelopes received but not yet emitted (delimiter prefix + whitespace)."""
+        region = self._region()
+        pending = sum(map(len, region.pending_ws)) if region is not None else 0
+        return len(self._carry) + pending if self._mode != _ENVELOPE else 0
+
+    # ----------------------------------------------------------------- driving
+
+    def _flush_decoder(self) -> str:
+        if not self._decoding:
+            return ""
+        self._decoding = False
+        return self._decoder.decode(b"", final=True)
+
+    def _take(self) -> list[Delta]:
+        out, self._out = self._out, []
+        return out
+
+    def _run(self, text: str) -> None:
+        if not text:
+            return
+        text = self._carry + text
+        self._carry = ""
+        while text:
+            if self._mode == _START:
+                text = self._start(text)
+            elif self._mode == _ENVELOPE:
+                text = self._in_envelope(text)
+            elif self._mode == _WRAPPER:
+                text = self._in_wrapper(text)
+            else:
+                text = self._in_text(text)
+
+    def _region(self) -> _Region | None:
+        if self._mode == _CONTENT:
+            return self._content
+        if self._mode == _REASONING:
+            return self._reasoning
+        return None
+
+    # ----------------------------------------------------------------- text regions
+
+    def _start(self, text: str) -> str:
+        """Leading whitespace is framing; a reasoning opener may follow it."""
+        stripped = text.lstrip()
+        if not stripped:
+            return ""
+        opener = self._reasoning_openers.starting(stripped)
+        if opener is not None:
+            self._enter_reasoning((self._closer_of[opener],) if not self._forced else self._all_reasoning_closers)
+            return stripped[len(opener):]
+        if self._reasoning_openers.is_prefix(stripped):
+            self._carry = stripped
+            return ""
+        if self._forced:
+            self._enter_reasoning(self._all_reasoning_closers)
+        else:
+            self._mode = _CONTENT
+        return stripped
+
+    def _enter_reasoning(self, closers: tuple[str, ...]) -> None:
+        self._mode = _REASONING
+        self._reasoning_closers = closers
+
+    def _text_delimiters(self) -> Delimiters:
+        if self._mode == _CONTENT:
+            return self._call_openers
+        key = self._reasoning_closers
+        found = self._reasoning_delimiters.get(key)
+        if found is None:
+            extra = self._call_openers.strings if self._extract else ()
+            found = self._reasoning_delimiters[key] = Delimiters([*key, *extra])
+        return found
+
+    def _in_text(self, text: str) -> str:
+        region = self._content if self._mode == _CONTENT else self._reasoning
+        if self._absorb:
+            rest = text.lstrip()
+            if not rest:
+                self._emit_text(region, text)
+                return ""
+            trailer = self._trailers.starting(rest)
+            if trailer is None and self._trailers.is_prefix(rest):
+                self._carry = text
+                return ""
+            self._absorb = False
+            self._emit_text(region, text[: len(text) - len(rest)])
+            if trailer is not None:
+                return rest[len(trailer):]
+            text = rest
+        delimiters = self._text_delimiters()
+        match = delimiters.search(text)
+        if match is None:
+            held = delimiters.held_from(text)
+            self._emit_text(region, text[:held])
+            self._carry = text[held:]
+            return ""
+        self._emit_text(region, text[: match.start()])
+        found = match.group()
+        if self._mode == _REASONING and found in self._reasoning_closers:
+            self._reasoning.pending_ws.clear()
+            self._mode = _CONTENT
+        else:
+            self._open(found, return_mode=self._mode)
+        return text[match.end():]
+
+    def _emit_text(self, region: _Region, text: str) -> None:
+        """Emit `text`, holding its trailing whitespace until later text shows it is inner."""
+        if not text:
+            return
+        end = len(text.rstrip())
+        if end:
+            head = text[:end]
+            if region.started:
+                if region.pending_ws:
+                    head = "".join(region.pending_ws) + head
+                    region.pending_ws.clear()
+            else:
+                head = head.lstrip()
+            region.parts.append(head)
+            self._push(Delta(content=head) if region.kind == "content" else Delta(reasoning=head))
+        if end < len(text) and region.started:
+            region.pending_ws.append(text[end:])
+
+    def _push(self, delta: Delta) -> None:
+        """Append a delta, merging text with the previous delta of the same kind."""
+        if self._out and not delta.tool_calls:
+            last = self._out[-1]
+            if not last.tool_calls and bool(last.content) == bool(delta.content):
+                self._out[-1] = Delta(content=last.content + delta.content,
+                                      reasoning=last.reasoning + delta.reasoning)
+                return
+        self._out.append(delta)
+
+    # ----------------------------------------------------------------- wrappers and envelopes
+
+    def _open(self, opener: str, return_mode: str) -> None:
+        wrapper = self._openers_to_wrapper.get(opener)
+        if wrapper is not None:
+            self._mode = _WRAPPER
+            self._wrapper = wrapper
+            self._wrapper_calls = 0
+            self._wrapper_raw = [opener]
+            self._wrapper_ws = []
+            self._return_mode = return_mode
+            return
+        envelope = self._openers_to_envelope[opener]
+        if self._mode != _WRAPPER:
+            self._return_mode = return_mode
+        self._envelope = envelope
+        self._opener = opener
+        self._body = []
+        self._scanner = envelope.scanner()
+        self._started = {}
+        self._streamer = envelope.streamer(self._tools) if self._progressive and envelope.streamer else None
+        self._wrapped = self._mode == _WRAPPER
+        self._mode = _ENVELOPE
+
+    def _in_wrapper(self, text: str) -> str:
+        assert self._wrapper is not None
+        delimiters = self._wrapper_delimiters[id(self._wrapper)]
+        if self._wrapper_calls:
+            rest = text.lstrip()
+            if not rest:
+                self._wrapper_ws.append(text)
+                return ""
+            if delimiters.starting(rest) is None:
+                if delimiters.is_prefix(rest):
+                    self._carry = text
+                    return ""
+                # Text after the calls, with no closer: the wrapper has ended; this is content.
+                whitespace = "".join(self._wrapper_ws) + text[: len(text) - len(rest)]
+                self._leave_wrapper()
+                self._emit_text(self._region_of(self._mode), whitespace)
+                return rest
+            self._wrapper_ws.append(text[: len(text) - len(rest)])
+            text = rest
+        match = delimiters.search(text)
+        if match is None:
+            held = delimiters.held_from(text)
+            self._wrapper_text(text[:held])
+            self._carry = text[held:]
+            return ""
+        self._wrapper_text(text[: match.start()])
+        found = match.group()
+        if found in self._wrapper.closers:
+            if not self._wrapper_calls:
+                self._wrapper_raw.append(found)
+                raw = "".join(self._wrapper_raw)
+                self._reject_raw(INVALID_JSON, ["the call block is empty: no call inside it"], raw)
+            self._leave_wrapper()
+        else:
+            self._flush_wrapper_junk()
+            self._open(found, return_mode=self._return_mode)
+        return text[match.end():]
+
+    def _wrapper_text(self, text: str) -> None:
+        if text and not self._wrapper_calls:
+            self._wrapper_raw.append(text)
+
+    def _flush_wrapper_junk(self) -> None:
+        """Text before the first call of a wrapper is reported, not silently dropped."""
+        raw = "".join(self._wrapper_raw)
+        if raw.strip() and len(self._wrapper_raw) > 1 and raw[len(self._wrapper_raw[0]):].strip():
+            self._reject_raw(INVALID_JSON, ["text inside the call block that is not a call"], raw)
+        self._wrapper_raw = []
+
+    def _leave_wrapper(self) -> None:
+        self._wrapper = None
+        self._wrapper_raw = []
+        self._wrapper_ws = []
+        self._mode = self._return_mode
+
+    def _region_of(self, mode: str) -> _Region:
+        return self._reasoning if mode == _REASONING else self._content
+
+    def _in_envelope(self, text: str) -> str:
+        assert self._scanner is not None
+        result = self._scanner.scan(text)
+        self._add_body(text[: result.safe])
+        if result.end is None:
+            self._carry = text[result.safe:]
+            return ""
+        self._end_envelope(text[result.safe: result.end], complete=True)
+        return text[result.end:]
+
+    def _add_body(self, piece: str) -> None:
+        if not piece:
+            return
+        self._body.append(piece)
+        if self._streamer is not None:
+            for event in self._streamer.feed(piece):
+                if isinstance(event, CallStart):
+                    self._start_call(event)
+                elif isinstance(event, ArgumentsFragment) and event.text:
+                    started = self._started.get(event.k)
+                    if started is not None:
+                        started.sent.append(event.text)
+                        self._push(Delta(tool_calls=[ToolCallDelta(started.index, arguments=event.text)]))
+
+    def _start_call(self, event: CallStart) -> None:
+        if event.k in self._started or not self._tools.known(event.name.strip()):
+            return
+        call_id = event.id if event.id is not None else self._new_id(self._ordinal + event.k)
+        started = _Started(self._stream_index, call_id, event.name.strip())
+        self._stream_index += 1
+        self._started[event.k] = started
+        self._push(Delta(tool_calls=[ToolCallDelta(started.index, id=call_id, name=started.name)]))
+
+    def _new_id(self, ordinal: int) -> str:
+        for _ in range(100):
+            call_id = self._id_factory(ordinal)
+            if call_id not in self._ids_used:
+                break
+        self._ids_used.add(call_id)
+        return call_id
+
+    def _end_envelope(self, closer: str, complete: bool) -> None:
+        assert self._envelope is not None
+        envelope = Envelope(self._opener, "".join(self._body), closer, complete, self._wrapped)
+        self._body = []
+        try:
+            results = self._spec.parse_envelope(envelope, self._tools)
+        except Exception as error:  # a visitor bug must not end the user's stream
+            results = [Rejection(INVALID_JSON, [f"internal error reading this call: {error!r}"])]
+        if not results:
+            results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
+        for k, result in enumerate(results):
+            self._settle(k, result, envelope)
+        for k in sorted(set(self._started) - set(range(len(results)))):
+            self._push(Delta(tool_calls=[ToolCallDelta(self._started[k].index, status=INVALID_JSON)]))
+        self._ordinal += len(results)
+        self._envelope = self._scanner = self._streamer = None
+        if self._wrapped:
+            self._wrapper_calls += 1
+            self._mode = _WRAPPER
+        else:
+            self._mode = self._return_mode
+            self._absorb = bool(self._trailers) and complete
+
+    def _settle(self, k: int, result: CallResult, envelope: Envelope) -> None:
+        started = self._started.get(k)
+        if isinstance(result, ParsedCall):
+            name = result.name.strip()
+            verdict = self._tools.check(name, result.arguments)
+            if verdict is None:
+                self._accept(k, result, name, started, envelope.raw)
+                return
+            status, errors = verdict
+            result = Rejection(status, errors, None, name)
+        raw = result.raw if result.raw is not None else envelope.raw
+        self._rejected.append(RejectedCall(result.status, list(result.errors), raw, result.name))
+        if started is not None:
+            self._push(Delta(tool_calls=[ToolCallDelta(started.index, status=result.status)]))
+
+    def _accept(self, k: int, call: ParsedCall, name: str, started: _Started | None, raw: str) -> None:
+        if started is not None:
+            sent = "".join(started.sent)
+            call_id = started.id
+            rest = call.arguments_json[len(sent):] if call.arguments_json.startswith(sent) else ""
+            index = started.index
+            delta = ToolCallDelta(index, arguments=rest)
+        else:
+            call_id = call.id if call.id is not None else self._new_id(self._ordinal + k)
+            index = self._stream_index if self._progressive else len(self._calls)
+            self._stream_index += 1
+            delta = ToolCallDelta(index, id=call_id, name=name, arguments=call.arguments_json)
+        if delta.id is not None or delta.arguments:
+            self._push(Delta(tool_calls=[delta]))
+        self._calls.append(ToolCall(call_id, name, call.arguments, call.arguments_json, raw))
+
+    def _reject_raw(self, status: str, errors: list[str], raw: str) -> None:
+        self._rejected.append(RejectedCall(status, errors, raw, None))
+        self._ordinal += 1
+
+    # ----------------------------------------------------------------- end of output
+
+    def _finish(self) -> None:
+        carry, self._carry = self._carry, ""
+        if self._mode == _START and carry:  # an incomplete reasoning opener is text
+            self._mode = _REASONING if self._forced else _CONTENT
+        if self._mode == _ENVELOPE:
+            self._add_body(carry)
+            self._end_envelope("", complete=False)
+            carry = ""
+        if self._mode == _WRAPPER:
+            if self._wrapper_calls:
+                tail = carry
+                self._leave_wrapper()
+                self._emit_text(self._region_of(self._mode), tail)
+            else:
+                raw = "".join(self._wrapper_raw) + carry
+                self._reject_raw(TRUNCATED, ["the output ended inside a call block with no call"], raw)
+                self._leave_wrapper()
+            carry = ""
+        if carry:
+            self._emit_text(self._region_of(self._mode), carry)

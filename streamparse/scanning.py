@@ -1,0 +1,139 @@
+"""Finding delimiters in streamed text without rescanning what was ruled out.
+
+Cost: each chunk is searched once with a compiled alternation (C speed); the only text searched
+again is the held-back suffix, which is shorter than the longest delimiter. Envelope scanners keep
+their own state (inside a JSON string or not) so that a body is walked once, whatever the chunking.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Delimiters:
+    """A set of literal delimiters: find the first one, or how much of a tail could still start one."""
+
+    def __init__(self, strings: Iterable[str]) -> None:
+        unique = sorted({s for s in strings if s}, key=lambda s: (-len(s), s))
+        self.strings: tuple[str, ...] = tuple(unique)
+        # Longest first, so that at one position the longest delimiter wins.
+        self._pattern = re.compile("|".join(re.escape(s) for s in unique)) if unique else None
+        self._prefixes = frozenset(s[:i] for s in unique for i in range(1, len(s)))
+        self._longest = max((len(s) for s in unique), default=0)
+        firsts = sorted({s[0] for s in unique})
+        self._first = re.compile("[" + "".join(re.escape(c) for c in firsts) + "]") if firsts else None
+
+    def __bool__(self) -> bool:
+        return bool(self.strings)
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        """The leftmost delimiter in `text[pos:]` (the longest, where several start there)."""
+        return self._pattern.search(text, pos) if self._pattern is not None else None
+
+    def held_from(self, text: str) -> int:
+        """Where the longest suffix of `text` that is a proper prefix of a delimiter starts.
+
+        `len(text)` when no suffix could start a delimiter. Looks at the last `longest - 1`
+        characters only."""
+        if self._first is None:
+            return len(text)
+        pos = max(0, len(text) - self._longest + 1)
+        match = self._first.search(text, pos)
+        while match is not None:
+            start = match.start()
+            if text[start:] in self._prefixes:
+                return start
+            match = self._first.search(text, start + 1)
+        return len(text)
+
+    def is_prefix(self, text: str) -> bool:
+        """Whether `text` is a proper prefix of a delimiter (it could still become one)."""
+        return text in self._prefixes
+
+    def starting(self, text: str) -> str | None:
+        """The delimiter `text` starts with, if any (the longest)."""
+        for delimiter in self.strings:
+            if text.startswith(delimiter):
+                return delimiter
+        return None
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """What an envelope scanner made of the text it was given.
+
+    `end is None`: the envelope goes on; `text[:safe]` is body, `text[safe:]` must be given again
+    with the next chunk (it could start the closer). Otherwise the body ends at `safe` and the
+    closer occupies `text[safe:end]` (empty when the envelope ends without a closer)."""
+
+    safe: int
+    end: int | None = None
+
+
+class EnvelopeScanner(Protocol):
+    """Finds where an envelope body ends. One instance per envelope; fed each piece once."""
+
+    def scan(self, text: str) -> ScanResult: ...
+
+
+class TagScanner:
+    """Ends at the first `closer` (consumed) or `stop` (left for the enclosing region)."""
+
+    def __init__(self, closers: Iterable[str], stops: Iterable[str] = ()) -> None:
+        self._closers = frozenset(closers)
+        self._delimiters = Delimiters([*self._closers, *stops])
+
+    def scan(self, text: str) -> ScanResult:
+        match = self._delimiters.search(text)
+        if match is None:
+            return ScanResult(self._delimiters.held_from(text))
+        end = match.end() if match.group() in self._closers else match.start()
+        return ScanResult(match.start(), end)
+
+
+_IN_STRING = re.compile(r'["\\]')
+
+
+class JsonAwareTagScanner:
+    """Ends at the first closer outside a JSON string: `</tool_call>` inside an argument is data."""
+
+    def __init__(self, closers: Iterable[str]) -> None:
+        self._delimiters = Delimiters(closers)
+        pattern = '"|' + "|".join(re.escape(c) for c in self._delimiters.strings)
+        self._outside = re.compile(pattern)
+        self._in_string = False
+        self._escaped = False  # the previous piece ended with a backslash inside a string
+
+    def scan(self, text: str) -> ScanResult:
+        pos = 0
+        if self._escaped:
+            if not text:
+                return ScanResult(0)
+            self._escaped = False
+            pos = 1
+        while True:
+            if self._in_string:
+                match = _IN_STRING.search(text, pos)
+                if match is None:
+                    return ScanResult(len(text))
+                if match.group() == "\\":
+                    if match.end() == len(text):
+                        self._escaped = True
+                        return ScanResult(len(text))
+                    pos = match.end() + 1
+                else:
+                    self._in_string = False
+                    pos = match.end()
+            else:
+                match = self._outside.search(text, pos)
+                if match is None:
+                    held = self._delimiters.held_from(text)
+                    return ScanResult(max(held, pos))
+                if match.group() == '"':
+                    self._in_string = True
+                    pos = match.end()
+                else:
+                    return ScanResult(match.start(), match.end())

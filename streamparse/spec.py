@@ -1,0 +1,148 @@
+"""How a format is declared: its delimiters as data, a grammar, and a small visitor.
+
+The engine (`engine.py`) knows nothing of any one format. A format says which strings open and
+close reasoning, which open a call envelope and how its end is found (a stock scanner), which
+optional wrappers group calls, how a finished envelope body becomes calls (its grammar and
+visitor), and how a message is written back (`render`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .scanning import EnvelopeScanner
+from .types import Message
+from .validation import ToolSet
+
+_ALPHANUMERIC = string.ascii_letters + string.digits
+
+
+def random_id(prefix: str, length: int) -> Callable[[int], str]:
+    """An id factory: `prefix` and `length` random alphanumerics (the ordinal is not used)."""
+
+    def make(ordinal: int) -> str:
+        return prefix + "".join(secrets.choice(_ALPHANUMERIC) for _ in range(length))
+
+    return make
+
+
+# Default ids: `call_` + 24 alphanumerics (OpenAI's shape).
+openai_id = random_id("call_", 24)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The text of one call envelope, as the engine cut it out of the stream."""
+
+    opener: str
+    body: str
+    closer: str
+    complete: bool  # False when the output ended before the envelope did
+    wrapped: bool  # opened inside a wrapper (e.g. `<tool_call>` around `<function=…>`)
+
+    @property
+    def raw(self) -> str:
+        return self.opener + self.body + self.closer
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """A call the grammar read; the engine still checks it against the tools."""
+
+    name: str
+    arguments: dict[str, Any]
+    arguments_json: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A call the grammar could not read. `raw=None` means the whole envelope."""
+
+    status: str
+    errors: list[str]
+    raw: str | None = None
+    name: str | None = None
+
+
+CallResult = ParsedCall | Rejection
+
+
+@dataclass(frozen=True)
+class CallStart:
+    """Progressive mode: call `k` of the envelope has a complete name (and maybe a model id)."""
+
+    k: int
+    name: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class ArgumentsFragment:
+    """Progressive mode: more of call `k`'s `arguments_json`."""
+
+    k: int
+    text: str
+
+
+StreamEvent = CallStart | ArgumentsFragment
+
+
+class CallStreamer(Protocol):
+    """Reads an envelope body as it arrives and says what of its calls is already certain.
+
+    Every fragment must be a prefix-extension of the `arguments_json` the visitor will produce."""
+
+    def feed(self, body: str) -> list[StreamEvent]: ...
+
+
+@dataclass(frozen=True)
+class EnvelopeSpec:
+    """One kind of call envelope: its opening strings, and how its end is found."""
+
+    openers: tuple[str, ...]
+    scanner: Callable[[], EnvelopeScanner]
+    streamer: Callable[[ToolSet], CallStreamer] | None = None
+
+
+@dataclass(frozen=True)
+class WrapperSpec:
+    """Optional brackets around calls (`<tool_call>` around `<function=…>`, DeepSeek's calls block)."""
+
+    openers: tuple[str, ...]
+    closers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """Everything the engine needs to know about one wire format."""
+
+    name: str
+    aliases: tuple[str, ...]
+    reasoning: tuple[tuple[str, str], ...]
+    envelopes: tuple[EnvelopeSpec, ...]
+    parse_envelope: Callable[[Envelope, ToolSet], list[CallResult]]
+    render: Callable[[Message], str]
+    wrappers: tuple[WrapperSpec, ...] = ()
+    id_factory: Callable[[int], str] = field(default=openai_id)
+    # Strings that must not occur in generated content/reasoning for a render round trip
+    # (beyond the delimiters, which are always excluded).
+    reserved: tuple[str, ...] = ()
+    # Argument values are untyped text (XML formats): generated messages use string values only.
+    untyped_values: bool = False
+
+    @property
+    def delimiters(self) -> tuple[str, ...]:
+        """Every delimiter the format reads, for tests and tooling."""
+        out: list[str] = []
+        for opener, closer in self.reasoning:
+            out += [opener, closer]
+        for envelope in self.envelopes:
+            out += envelope.openers
+        for wrapper in self.wrappers:
+            out += [*wrapper.openers, *wrapper.closers]
+        return tuple(dict.fromkeys(out))

@@ -1,0 +1,118 @@
+"""Hypothesis strategies for property-testing a pipeline against streamparse's final parse.
+
+    from hypothesis import given
+    from streamparse.testing import messages, splittings
+
+    @given(data=st.data())
+    def test_my_server(data):
+        message = data.draw(messages("hermes"))
+        text = streamparse.render(message, "hermes")
+        chunks = data.draw(splittings(text))
+        ...  # feed `chunks` through your pipeline; compare with streamparse.parse(text)
+
+Needs the `test` extra (`pip install 'streamparse[test]'`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from hypothesis import strategies as st
+except ImportError as error:  # pragma: no cover - exercised by a subprocess test
+    raise ImportError(
+        "streamparse.testing needs hypothesis: install the test extra, pip install 'streamparse[test]'"
+    ) from error
+
+import itertools
+
+from .registry import get_format
+from .types import Message, ToolCall
+
+__all__ = ["arguments", "messages", "splittings", "text_for"]
+
+# Characters that exercise escaping and tag handling; the formats' delimiters are filtered out.
+_TRICKY = "<>/[]{}\"'\\|`=:_-  \t\n"
+_ALPHABET = st.one_of(
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")),
+    st.sampled_from([*list(_TRICKY), "é", "李", "🚀", "\xa0", "｜", "▁"]),
+)
+_NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,15}", fullmatch=True)
+
+
+def _clean(forbidden: tuple[str, ...]) -> Any:
+    return lambda text: not any(word in text for word in forbidden)
+
+
+def text_for(format: str, min_size: int = 0, max_size: int = 80) -> st.SearchStrategy[str]:
+    """Free text for content or reasoning: no delimiter of the format inside, no outer whitespace."""
+    spec = get_format(format)
+    forbidden = (*spec.delimiters, *spec.reserved)
+    return (
+        st.text(_ALPHABET, min_size=min_size, max_size=max_size)
+        .map(str.strip)
+        .filter(_clean(forbidden))
+    )
+
+
+def _string_values(format: str) -> st.SearchStrategy[str]:
+    """Strings with delimiters (or, where a format cannot escape them, near-misses) inside."""
+    spec = get_format(format)
+    forbidden = spec.reserved if not spec.untyped_values else (*spec.delimiters, *spec.reserved)
+    tags = [*spec.delimiters, *spec.reserved]
+    fragments = st.one_of(
+        st.text(_ALPHABET, max_size=12),
+        st.sampled_from(tags + [tag[:-1] for tag in tags] + ["\n", "\\", '"']),
+    )
+    return st.lists(fragments, max_size=4).map("".join).filter(_clean(forbidden))
+
+
+def arguments(format: str) -> st.SearchStrategy[dict[str, Any]]:
+    """Call arguments the format can carry: JSON values, or strings where the format is untyped."""
+    strings = _string_values(format)
+    if get_format(format).untyped_values:
+        return st.dictionaries(_NAMES, strings, max_size=4)
+    scalars = st.one_of(
+        st.none(), st.booleans(), st.integers(-(10**20), 10**20),
+        st.floats(allow_nan=False, allow_infinity=False), strings,
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(strings, inner, max_size=3)),
+        max_leaves=8,
+    )
+    return st.dictionaries(_NAMES, values, max_size=4)
+
+
+@st.composite
+def messages(draw: Any, format: str = "hermes", max_calls: int = 3) -> Message:
+    """Messages that `render(message, format)` writes and `parse` reads back to the same message
+    (ids aside: compare with your own `id_factory`, or ignore them)."""
+    spec = get_format(format)
+    reasoning = draw(text_for(format)) if spec.reasoning else ""
+    content = draw(text_for(format))
+    calls = []
+    for position in range(draw(st.integers(0, max_calls))):
+        args = draw(arguments(format))
+        calls.append(ToolCall(f"id{position}", draw(_NAMES), args, ""))
+    return Message(content=content, reasoning=reasoning, tool_calls=calls)
+
+
+@st.composite
+def splittings(draw: Any, text: str, max_chunk: int = 12) -> list[str]:
+    """`text` cut into chunks: single characters, splits inside delimiters, large pieces."""
+    if not text:
+        return []
+    style = draw(st.sampled_from(("chars", "random", "few")))
+    if style == "chars":
+        return list(text)
+    cuts: set[int] = set()
+    if style == "random":
+        pos = 0
+        while pos < len(text):
+            pos += draw(st.integers(1, max_chunk))
+            cuts.add(min(pos, len(text)))
+    else:
+        cuts = set(draw(st.lists(st.integers(0, len(text)), max_size=4)))
+    edges = sorted({0, len(text), *cuts})
+    return [text[a:b] for a, b in itertools.pairwise(edges) if b > a]

@@ -1,0 +1,108 @@
+"""The results streamparse produces: a final `Message` and the `Delta`s that stream it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Rejection statuses, in the order of precedence FORMATS.md gives for a call wrong in several ways.
+TRUNCATED = "truncated"
+TOO_LONG = "too_long"
+INVALID_JSON = "invalid_json"
+UNKNOWN_TOOL = "unknown_tool"
+SCHEMA_VIOLATION = "schema_violation"
+STATUSES = (TRUNCATED, TOO_LONG, INVALID_JSON, UNKNOWN_TOOL, SCHEMA_VIOLATION)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """An accepted tool call: its arguments parsed, and the JSON text the streamed fragments join to."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_json: str
+    raw: str = field(default="", compare=False, repr=False)  # the envelope text it was read from
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments_json},
+        }
+
+
+@dataclass(frozen=True)
+class RejectedCall:
+    """A call that could not be accepted: why (`status`, `errors`) and the exact text it came from."""
+
+    status: str
+    errors: list[str]
+    raw: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """The assistant message a whole output encodes."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    rejected: list[RejectedCall] = field(default_factory=list)
+
+    def to_openai(self) -> dict[str, Any]:
+        """An OpenAI chat message; `tool_calls` is present only when there are calls."""
+        out: dict[str, Any] = {
+            "role": "assistant",
+            "content": self.content or None,
+            "reasoning_content": self.reasoning or None,
+        }
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return out
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of one tool call; the fragments of one `index` join to its `arguments_json`."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    status: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index}
+        if self.id is not None:
+            out["id"] = self.id
+            out["type"] = "function"
+        function: dict[str, Any] = {}
+        if self.name is not None:
+            function["name"] = self.name
+        function["arguments"] = self.arguments
+        out["function"] = function
+        if self.status is not None:
+            out["status"] = self.status
+        return out
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What one step of the stream adds: content, reasoning, or tool-call pieces."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCallDelta] = field(default_factory=list)
+
+    def to_openai(self) -> dict[str, Any]:
+        """An OpenAI `chat.completion.chunk` delta: only the keys this step sets."""
+        out: dict[str, Any] = {}
+        if self.content:
+            out["content"] = self.content
+        if self.reasoning:
+            out["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return out

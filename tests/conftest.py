@@ -1,0 +1,76 @@
+"""Shared helpers: fold deltas back into a message, and the formats under test."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypothesis import settings
+
+import streamparse
+from streamparse.families import FAMILIES
+
+settings.register_profile("ci", max_examples=60, deadline=None)
+settings.register_profile("dev", max_examples=30, deadline=None)
+settings.register_profile("long", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+CASES = SHARED / "templates" / "cases.json"
+FIXTURES = ROOT / "fixtures"
+FORMAT_NAMES = [spec.name for spec in FAMILIES]
+
+
+def ids(ordinal: int) -> str:
+    """A deterministic id factory, so that messages compare equal across parses."""
+    return f"call_{ordinal}"
+
+
+@dataclass
+class Folded:
+    """What a client assembles from deltas."""
+
+    content: str = ""
+    reasoning: str = ""
+    calls: dict[int, dict[str, object]] = field(default_factory=dict)
+
+    def add(self, delta: streamparse.Delta) -> None:
+        self.content += delta.content
+        self.reasoning += delta.reasoning
+        for piece in delta.tool_calls:
+            slot = self.calls.setdefault(piece.index, {"id": None, "name": None, "arguments": "", "status": None})
+            if piece.id is not None and slot["id"] is None:
+                slot["id"] = piece.id
+            if piece.name is not None and slot["name"] is None:
+                slot["name"] = piece.name
+            slot["arguments"] = str(slot["arguments"]) + piece.arguments
+            if piece.status is not None:
+                slot["status"] = piece.status
+
+    def accepted(self) -> list[tuple[object, object, object]]:
+        return [(s["id"], s["name"], s["arguments"]) for _, s in sorted(self.calls.items()) if s["status"] is None]
+
+
+def fold(deltas: list[streamparse.Delta]) -> Folded:
+    folded = Folded()
+    for delta in deltas:
+        folded.add(delta)
+    return folded
+
+
+def run_stream(chunks: list[str] | list[bytes], **kwargs: object) -> tuple[Folded, streamparse.Message]:
+    parser = streamparse.StreamParser(**kwargs)  # type: ignore[arg-type]
+    deltas: list[streamparse.Delta] = []
+    for chunk in chunks:
+        deltas += parser.feed(chunk)
+    deltas += parser.close()
+    return fold(deltas), parser.message
+
+
+def assert_stream_matches(folded: Folded, message: streamparse.Message) -> None:
+    """Promise 1: the deltas add up to the message."""
+    assert folded.content == message.content
+    assert folded.reasoning == message.reasoning
+    assert folded.accepted() == [(c.id, c.name, c.arguments_json) for c in message.tool_calls]

@@ -1,0 +1,122 @@
+"""The public API: entry points, inputs, ids, result shapes, and errors for misuse."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ids
+
+import streamparse
+from streamparse import Delta, StreamParser, parse
+
+CALL = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
+
+
+def test_formats_lists_names_and_aliases() -> None:
+    names = streamparse.formats()
+    assert {"hermes", "qwen2_5", "qwen3", "hermes2_pro"} <= set(names)
+
+
+def test_an_unknown_format_lists_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown format 'gpt9'.*hermes"):
+        StreamParser("gpt9")
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"emit_calls": "sometimes"}, ValueError, "emit_calls must be one of"),
+    ({"tool_calls_in_reasoning": "maybe"}, ValueError, "tool_calls_in_reasoning"),
+    ({"tools": {"name": "f"}}, TypeError, "tools must be a list"),
+    ({"tools": [{"parameters": {}}]}, ValueError, "tool #0: a tool needs a non-empty string 'name'"),
+    ({"tools": [{"name": "f", "parameters": {"type": "nonsense"}}]}, ValueError,
+     "tool 'f': 'parameters' is not a valid JSON Schema"),
+    ({"tools": [{"name": "f"}, {"name": "f"}]}, ValueError, "defined twice"),
+])
+def test_misuse_raises_a_clear_error(kwargs: dict[str, object], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        StreamParser(**kwargs)  # type: ignore[arg-type]
+
+
+def test_feeding_after_close_and_reading_message_early_are_errors() -> None:
+    parser = StreamParser()
+    with pytest.raises(ValueError, match="after close"):
+        _ = parser.message
+    parser.close()
+    with pytest.raises(ValueError, match="feed\\(\\) after close"):
+        parser.feed("x")
+    with pytest.raises(TypeError, match="str or bytes"):
+        StreamParser().feed(3)  # type: ignore[arg-type]
+
+
+def test_stream_and_parse_agree_and_stream_rejects_a_plain_string() -> None:
+    deltas = list(streamparse.stream(["Hel", "lo", CALL[:9], CALL[9:]], id_factory=ids))
+    assert "".join(d.content for d in deltas) == "Hello"
+    assert parse("Hello" + CALL, id_factory=ids).tool_calls[0].id == "call_0"
+    with pytest.raises(TypeError, match="iterable of chunks"):
+        list(streamparse.stream("Hello"))
+
+
+def test_astream_yields_the_same_deltas() -> None:
+    async def chunks():  # type: ignore[no-untyped-def]
+        for piece in ["<think>r</think>", "Hi", CALL]:
+            yield piece
+
+    async def collect() -> list[Delta]:
+        return [d async for d in streamparse.astream(chunks(), id_factory=ids)]
+
+    deltas = asyncio.run(collect())
+    assert deltas == list(streamparse.stream(["<think>r</think>", "Hi", CALL], id_factory=ids))
+
+
+def test_bytes_are_decoded_incrementally_and_bad_bytes_become_replacement_characters() -> None:
+    text = "Zoë 🚀"
+    raw = text.encode()
+    parser = StreamParser()
+    out = [d for i in range(len(raw)) for d in parser.feed(raw[i:i + 1])] + parser.close()
+    assert "".join(d.content for d in out) == text
+    assert parse(b"ok \xff\xfe end").content == "ok \ufffd\ufffd end"
+
+
+def test_default_ids_are_openai_shaped_and_unique() -> None:
+    msg = parse(CALL * 3)
+    assert all(re.fullmatch(r"call_[A-Za-z0-9]{24}", c.id) for c in msg.tool_calls)
+    assert len({c.id for c in msg.tool_calls}) == 3
+
+
+def test_id_factory_makes_ids_deterministic_and_a_model_id_is_kept() -> None:
+    msg = parse(CALL + '<tool_call>{"name": "g", "arguments": {}, "id": "mine"}</tool_call>', id_factory=ids)
+    assert [c.id for c in msg.tool_calls] == ["call_0", "mine"]
+
+
+def test_to_openai_shapes() -> None:
+    msg = parse("<think>r</think>Hi" + CALL, id_factory=ids)
+    assert msg.to_openai() == {
+        "role": "assistant", "content": "Hi", "reasoning_content": "r",
+        "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}],
+    }
+    assert parse("").to_openai() == {"role": "assistant", "content": None, "reasoning_content": None}
+    delta = list(streamparse.stream([CALL], id_factory=ids))[0]
+    assert delta.to_openai() == {"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
+                                                 "function": {"name": "f", "arguments": '{"a": 1}'}}]}
+
+
+def test_empty_output_is_an_empty_message() -> None:
+    assert parse("") == streamparse.Message()
+    assert parse(" \n ") == streamparse.Message()
+
+
+def test_render_writes_what_parse_reads() -> None:
+    msg = parse("<think>r</think>Hi" + CALL, id_factory=ids)
+    assert parse(streamparse.render(msg, "hermes"), id_factory=ids) == msg
+    with pytest.raises(TypeError, match="Message"):
+        streamparse.render("text", "hermes")  # type: ignore[arg-type]
+
+
+def test_the_testing_module_says_how_to_get_hypothesis_when_missing() -> None:
+    code = ("import sys; sys.modules['hypothesis'] = None\n"
+            "try:\n    import streamparse.testing\nexcept ImportError as e:\n    print(e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "pip install 'streamparse[test]'" in out
