@@ -7,6 +7,7 @@ DeepSeek, Mistral) are read by one incremental engine; any chunking gives the sa
 from __future__ import annotations
 
 from .api import astream, parse, render, stream
+from .detect import detect_format, thinking_forced_open
 from .engine import StreamParser
 from .registry import formats
 from .types import Delta, Message, RejectedCall, ToolCall, ToolCallDelta
@@ -19,9 +20,11 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "astream",
+    "detect_format",
     "formats",
     "parse",
     "render",
     "stream",
+    "thinking_forced_open",
 ]
 __version__ = "0.1.0"

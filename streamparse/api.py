@@ -21,11 +21,12 @@ def parse(
     *,
     tool_calls_in_reasoning: str = "ignore",
     id_factory: Callable[[int], str] | None = None,
+    prompt: str | None = None,
 ) -> Message:
     """The message a finished output encodes: the streaming engine fed the whole text at once."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise TypeError(f"parse() takes the output as str or bytes, got {type(text).__name__}")
-    parser = StreamParser(format, tools, thinking_forced_open,
+    parser = StreamParser(format, tools, thinking_forced_open, prompt=prompt,
                           tool_calls_in_reasoning=tool_calls_in_reasoning, id_factory=id_factory)
     parser.feed(text)
     parser.close()
@@ -41,9 +42,10 @@ def stream(
     emit_calls: str = "validated",
     tool_calls_in_reasoning: str = "ignore",
     id_factory: Callable[[int], str] | None = None,
+    prompt: str | None = None,
 ) -> Iterator[Delta]:
     """Deltas for a token stream (str chunks, or bytes decoded incrementally as UTF-8)."""
-    parser = StreamParser(format, tools, thinking_forced_open, emit_calls=emit_calls,
+    parser = StreamParser(format, tools, thinking_forced_open, emit_calls=emit_calls, prompt=prompt,
                           tool_calls_in_reasoning=tool_calls_in_reasoning, id_factory=id_factory)
     if isinstance(chunks, (str, bytes)):
         raise TypeError("stream() takes an iterable of chunks; to parse one finished text use parse()")
@@ -61,9 +63,10 @@ async def astream(
     emit_calls: str = "validated",
     tool_calls_in_reasoning: str = "ignore",
     id_factory: Callable[[int], str] | None = None,
+    prompt: str | None = None,
 ) -> AsyncIterator[Delta]:
     """`stream` for an async iterator of chunks."""
-    parser = StreamParser(format, tools, thinking_forced_open, emit_calls=emit_calls,
+    parser = StreamParser(format, tools, thinking_forced_open, emit_calls=emit_calls, prompt=prompt,
                           tool_calls_in_reasoning=tool_calls_in_reasoning, id_factory=id_factory)
     async for chunk in chunks:
         for delta in parser.feed(chunk):

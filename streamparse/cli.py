@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .detect import detect_format
 from .engine import StreamParser
 from .registry import formats
 
@@ -41,7 +42,8 @@ def _load_tools(path: str | None) -> list[dict[str, Any]] | None:
 
 def _parser(opts: argparse.Namespace) -> StreamParser:
     try:
-        return StreamParser(opts.format, _load_tools(opts.tools), opts.forced_open, emit_calls=opts.emit)
+        return StreamParser(opts.format, _load_tools(opts.tools), opts.forced_open, emit_calls=opts.emit,
+                            prompt=opts.prompt)
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None
 
@@ -96,6 +98,20 @@ def _cmd_formats(opts: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_detect(opts: argparse.Namespace, out: TextIO) -> int:
+    try:
+        found = detect_format(Path(opts.template))
+    except OSError as error:
+        raise UsageError(f"cannot read {opts.template}: {error}") from None
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if found is None:
+        print(f"streamparse: no known format in {opts.template}", file=sys.stderr)
+        return 1
+    out.write(found + "\n")
+    return 0
+
+
 def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
     """Stream a bundled fixture in 4-character chunks, one delta per line, with visible pacing."""
     fixture = _fixtures_dir() / opts.format / "qwen3_reasoning_two_calls.txt"
@@ -129,6 +145,7 @@ def build_argparser() -> argparse.ArgumentParser:
         sub.add_argument("--format", "-f", default="hermes", help="wire format (see `streamparse formats`)")
         sub.add_argument("--tools", help="JSON file with the tools list (OpenAI shape) to check calls against")
         sub.add_argument("--forced-open", action="store_true", help="the prompt ended inside a reasoning block")
+        sub.add_argument("--prompt", help="the rendered prompt text: decides --forced-open from it")
         sub.add_argument("--emit", choices=("validated", "progressive"), default="validated",
                          help="when tool-call deltas are sent")
         sub.add_argument("--strict", action="store_true", help="exit 1 when any call was rejected")
@@ -140,6 +157,8 @@ def build_argparser() -> argparse.ArgumentParser:
     stream_cmd = commands.add_parser("stream", help="read stdin incrementally, print one delta per line (JSON Lines)")
     common(stream_cmd)
     commands.add_parser("formats", help="list the accepted format names")
+    detect = commands.add_parser("detect", help="name the format of a chat template or tokenizer_config.json")
+    detect.add_argument("template", help="a .jinja chat template or a tokenizer_config.json")
     demo = commands.add_parser("demo", help="stream a bundled fixture with visible pacing")
     demo.add_argument("--file", help="stream this file instead of the bundled fixture")
     demo.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
@@ -149,7 +168,8 @@ def build_argparser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = build_argparser().parse_args(argv)
-    handlers = {"parse": _cmd_parse, "stream": _cmd_stream, "formats": _cmd_formats, "demo": _cmd_demo}
+    handlers = {"parse": _cmd_parse, "stream": _cmd_stream, "formats": _cmd_formats, "demo": _cmd_demo,
+                "detect": _cmd_detect}
     try:
         return handlers[opts.command](opts, sys.stdout)
     except UsageError as error:

@@ -87,6 +87,7 @@ class StreamParser:
         emit_calls: str = "validated",
         tool_calls_in_reasoning: str = "ignore",
         id_factory: Callable[[int], str] | None = None,
+        prompt: str | None = None,
     ) -> None:
         _check_choice("emit_calls", emit_calls, EMIT_MODES)
         _check_choice("tool_calls_in_reasoning", tool_calls_in_reasoning, REASONING_POLICIES)
@@ -123,6 +124,10 @@ class StreamParser:
 
         self._mode = _START
         self._forced = thinking_forced_open
+        if prompt is not None:
+            from .detect import thinking_forced_open as ends_inside_reasoning
+
+            self._forced = thinking_forced_open or ends_inside_reasoning(prompt, self._spec.name)
         self._carry = ""
         self._content = _Region("content")
         self._reasoning = _Region("reasoning")

@@ -1,0 +1,85 @@
+"""Which format a model writes, from its chat template; whether its prompt leaves reasoning open."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .registry import get_format
+
+# (format, markers that must all occur in the template), most specific first. The template is the
+# model's own description of its wire format: the strings it writes around tool calls.
+_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("deepseek_v3_2", ("｜DSML｜",)),
+    ("deepseek_r1", ("tool▁sep", "```json")),
+    ("deepseek_v3_1", ("tool▁sep",)),
+    ("mistral", ("[TOOL_CALLS]",)),
+    ("qwen3_coder", ("<function=", "<parameter=")),
+    ("hermes", ("<tool_call>",)),
+    # Templates that show no tool markup: known families by their turn markers.
+    ("deepseek_r1", ("<｜Assistant｜>",)),
+    ("mistral", ("[INST]",)),
+    ("hermes", ("<|im_start|>",)),
+)
+
+
+def _templates(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[str]:
+    """The template texts in a template string, a tokenizer_config.json dict, or a path to either."""
+    if isinstance(source, Mapping):
+        value = source.get("chat_template")
+        if value is None:
+            raise ValueError("this tokenizer config has no 'chat_template'; pass the template text instead")
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list):
+            named = [t for t in value if isinstance(t, Mapping) and isinstance(t.get("template"), str)]
+            # The tool-use template shows the call markup; try it first.
+            named.sort(key=lambda t: t.get("name") != "tool_use")
+            return [t["template"] for t in named]
+        raise ValueError("'chat_template' must be a string or a list of {'name', 'template'} entries")
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and _looks_like_path(source)):
+        path = Path(source)
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            return _templates(json.loads(text))
+        return [text]
+    if isinstance(source, str):
+        return [source]
+    raise TypeError("detect_format takes a chat template (str), a tokenizer_config dict, or a path to either")
+
+
+def _looks_like_path(text: str) -> bool:
+    return "\n" not in text and "{" not in text and len(text) < 4096 and Path(text).is_file()
+
+
+def detect_format(chat_template: str | os.PathLike[str] | Mapping[str, Any]) -> str | None:
+    """The streamparse format a model's chat template writes, or None when it shows none we read.
+
+    Accepts the template text, a `tokenizer_config.json` dict, or a path to a template or to
+    `tokenizer_config.json`."""
+    templates = _templates(chat_template)
+    for name, markers in _RULES:
+        for template in templates:
+            if all(marker in template for marker in markers):
+                return name
+    return None
+
+
+def thinking_forced_open(prompt: str, format: str = "hermes") -> bool:
+    """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
+
+    Qwen3/QwQ/R1 thinking prompts end in `<think>\\n`; the model's output then starts with reasoning
+    and has no opening tag."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be the rendered prompt text (str), got {type(prompt).__name__}")
+    last_open = -1
+    closer_after = False
+    for opener, closer in get_format(format).reasoning:
+        position = prompt.rfind(opener)
+        if position > last_open:
+            last_open = position
+            closer_after = prompt.find(closer, position + len(opener)) != -1
+    return last_open != -1 and not closer_after

@@ -1,0 +1,81 @@
+"""The `streamparse` command, run as the installed console script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent)) or shutil.which("streamparse")
+pytestmark = pytest.mark.skipif(SCRIPT is None, reason="install the package first: pip install -e '.[test]'")
+TWO_CALLS = FIXTURES / "hermes" / "qwen3_reasoning_two_calls.txt"
+TRICKY = FIXTURES / "hermes" / "tricky_calls.txt"
+TOOLS = FIXTURES / "hermes" / "tools.json"
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert SCRIPT is not None
+    return subprocess.run([SCRIPT, *args], check=False, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_parse_prints_the_message_and_the_openai_shape() -> None:
+    done = run("parse", str(TWO_CALLS), "--tools", str(TOOLS))
+    assert done.returncode == 0, done.stderr
+    message = json.loads(done.stdout)
+    assert message["content"] == "Let me check both for you."
+    assert [c["name"] for c in message["tool_calls"]] == ["get_weather", "get_time"]
+    openai = json.loads(run("parse", "--openai", stdin=TWO_CALLS.read_text()).stdout)
+    assert openai["role"] == "assistant" and len(openai["tool_calls"]) == 2
+
+
+def test_strict_exits_1_when_a_call_was_rejected() -> None:
+    assert run("parse", str(TRICKY), "--tools", str(TOOLS)).returncode == 0
+    done = run("parse", str(TRICKY), "--tools", str(TOOLS), "--strict")
+    assert done.returncode == 1
+    assert [r["status"] for r in json.loads(done.stdout)["rejected"]] == ["schema_violation", "truncated"]
+
+
+def test_stream_prints_one_delta_per_line() -> None:
+    done = run("stream", "--emit", "progressive", stdin=TWO_CALLS.read_text())
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert "".join(d.get("reasoning_content", "") for d in lines).startswith("The user wants")
+    assert {c["function"].get("name") for d in lines for c in d.get("tool_calls", [])} >= {"get_weather", "get_time"}
+
+
+def test_stream_flushes_deltas_as_input_arrives() -> None:
+    assert SCRIPT is not None
+    proc = subprocess.Popen([SCRIPT, "stream"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("Hello there")
+    proc.stdin.flush()
+    first = proc.stdout.readline()  # arrives before stdin is closed
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    assert json.loads(first) == {"content": "Hello there"}
+
+
+def test_formats_detect_and_demo() -> None:
+    assert "hermes" in run("formats").stdout.split()
+    template = FIXTURES / "hermes" / "chat_template.jinja"
+    assert run("detect", str(template)).stdout.strip() == "hermes"
+    demo = run("demo", "--delay", "0")
+    assert demo.returncode == 0 and '"tool_calls"' in demo.stdout and "final message" in demo.stdout
+
+
+def test_misuse_exits_2_with_a_message_on_stderr() -> None:
+    done = run("parse", "--format", "gpt9", str(TWO_CALLS))
+    assert done.returncode == 2 and "known formats" in done.stderr
+    done = run("parse", str(TWO_CALLS), "--tools", str(TWO_CALLS))
+    assert done.returncode == 2 and "not JSON" in done.stderr
+    assert run("nonsense").returncode == 2
+
+
+def test_python_dash_m_is_the_same_command() -> None:
+    done = subprocess.run([sys.executable, "-m", "streamparse", "formats"], capture_output=True, text=True, check=True)
+    assert "hermes" in done.stdout.split()

@@ -1,0 +1,86 @@
+"""Format detection from chat templates, and forced-open reasoning from prompts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import CASES, FORMAT_NAMES
+
+import streamparse
+from streamparse import detect_format, thinking_forced_open
+
+TEMPLATES = CASES.parent
+# The format each real template in ../shared/templates writes (from its SOURCES.md / cases.json).
+EXPECTED = {
+    "DeepSeek-R1-0528.jinja": "deepseek_r1", "DeepSeek-R1-2025-01-20.jinja": "deepseek_r1",
+    "DeepSeek-R1-Distill-Qwen-32B.jinja": "deepseek_r1", "DeepSeek-R1.jinja": "deepseek_r1",
+    "DeepSeek-V3-0324.jinja": "deepseek_r1", "DeepSeek-V3.jinja": "deepseek_r1",
+    "DeepSeek-V3.1.jinja": "deepseek_v3_1", "DeepSeek-V3.2-llamacpp.jinja": "deepseek_v3_2",
+    "Devstral-Small-2507-unsloth.jinja": "mistral", "Magistral-Small-2509-unsloth.jinja": "mistral",
+    "Ministral-3-14B-Reasoning-2512.jinja": "mistral", "Mistral-Nemo-Instruct-2407.jinja": "mistral",
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": "mistral",
+    "Hermes-2-Pro-Llama-3-8B-tool_use.jinja": "hermes", "Hermes-3-Llama-3.1-8B-tool_use.jinja": "hermes",
+    "QwQ-32B.jinja": "hermes", "Qwen2.5-7B-Instruct.jinja": "hermes", "Qwen3-0.6B.jinja": "hermes",
+    "Qwen3-8B.jinja": "hermes", "Qwen3-Coder-30B-A3B-Instruct.jinja": "qwen3_coder",
+    "Qwen3-Coder-30B-A3B-Instruct-2025-07-31.jinja": "qwen3_coder",
+}
+CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral",
+                "mistral_call_id": "mistral", "mistral_args": "mistral"}
+shared = pytest.mark.skipif(not CASES.exists(), reason="../shared/templates is not beside this checkout")
+
+HERMES_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}" \
+                  "{% if tools %}<tool_call>\n{{ call | tojson }}\n</tool_call>{% endif %}"
+
+
+@shared
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_real_template_is_detected(name: str) -> None:
+    path = TEMPLATES / name
+    assert detect_format(path.read_text()) == EXPECTED[name]
+    assert detect_format(path) == EXPECTED[name]
+
+
+@shared
+def test_the_expected_table_covers_every_template_there() -> None:
+    assert sorted(p.name for p in TEMPLATES.glob("*.jinja")) == sorted(EXPECTED)
+
+
+@shared
+def test_thinking_forced_open_matches_every_real_prompt() -> None:
+    cases = json.loads(CASES.read_text())
+    checked = 0
+    for case in cases:
+        fmt = CASE_FORMATS.get(case["format"], case["format"])
+        if fmt in FORMAT_NAMES:
+            assert thinking_forced_open(case["prompt_tail"], fmt) == case["thinking_forced_open"], case["template"]
+            checked += 1
+    assert checked >= 59
+
+
+def test_tokenizer_config_dict_and_file(tmp_path: Path) -> None:
+    config = {"chat_template": [{"name": "default", "template": "<|im_start|>"},
+                                {"name": "tool_use", "template": HERMES_TEMPLATE}]}
+    assert detect_format(config) == "hermes"
+    path = tmp_path / "tokenizer_config.json"
+    path.write_text(json.dumps({"chat_template": "[INST]{{ m }}[/INST][TOOL_CALLS]"}))
+    assert detect_format(path) == "mistral"
+    assert detect_format("{{ messages }}") is None
+    with pytest.raises(ValueError, match="no 'chat_template'"):
+        detect_format({"eos_token": "</s>"})
+
+
+def test_detected_names_are_accepted_formats_of_the_fixtures() -> None:
+    assert detect_format(HERMES_TEMPLATE) in streamparse.formats()
+
+
+@pytest.mark.parametrize(("prompt", "forced"), [
+    ("<|im_start|>assistant\n<think>\n", True),
+    ("<|im_start|>assistant\n<think>\n\n</think>\n\n", False),
+    ("<|im_start|>assistant\n", False),
+    ("<think>old</think><|im_start|>assistant\n", False),
+])
+def test_thinking_forced_open_from_a_prompt(prompt: str, forced: bool) -> None:
+    assert thinking_forced_open(prompt, "hermes") is forced
+    assert bool(streamparse.parse("r</think>c", prompt=prompt).reasoning) is forced
