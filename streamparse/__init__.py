@@ -10,13 +10,14 @@ from .api import astream, parse, render, stream
 from .detect import detect_format, thinking_forced_open
 from .engine import StreamParser
 from .registry import formats
-from .types import Delta, Message, RejectedCall, ToolCall, ToolCallDelta
+from .types import Delta, Message, RejectedCall, Token, ToolCall, ToolCallDelta
 
 __all__ = [
     "Delta",
     "Message",
     "RejectedCall",
     "StreamParser",
+    "Token",
     "ToolCall",
     "ToolCallDelta",
     "astream",

@@ -10,6 +10,7 @@ as a list of pieces and joined once, when the envelope ends, for the format's gr
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,10 +31,12 @@ from .spec import (
 )
 from .types import (
     INVALID_JSON,
+    TOO_LONG,
     TRUNCATED,
     Delta,
     Message,
     RejectedCall,
+    Token,
     ToolCall,
     ToolCallDelta,
 )
@@ -41,8 +44,12 @@ from .validation import ToolSet
 
 EMIT_MODES = ("validated", "progressive")
 REASONING_POLICIES = ("ignore", "extract")
+REJECTED_POLICIES = ("report", "content")
+SPECIAL_TOKEN_MODES = ("ignore", "require")
 
 _START, _REASONING, _CONTENT, _WRAPPER, _ENVELOPE = "start", "reasoning", "content", "wrapper", "envelope"
+_NON_SPACE = re.compile(r"\S")  # the same characters str.strip() keeps
+_FIRST_WINDOW = 1024
 
 
 def _check_choice(name: str, value: object, choices: Sequence[str]) -> None:
@@ -61,6 +68,38 @@ class _Region:
     @property
     def started(self) -> bool:
         return bool(self.parts)
+
+
+class _DelimiterSets:
+    """The delimiter sets each region searches, built once per parser.
+
+    Built twice in token-aware mode: for ordinary text, without the delimiters that are special
+    tokens (so that text spelled by ordinary tokens never opens anything), and in full, for the
+    moment a special token arrives."""
+
+    def __init__(self, spec: FormatSpec, extract: bool, exclude: frozenset[str]) -> None:
+        def keep(strings: Sequence[str]) -> list[str]:
+            return [s for s in strings if s not in exclude]
+
+        closer_of = dict(spec.reasoning)
+        self.reasoning_openers = Delimiters(keep(list(closer_of)))
+        # In token-aware mode a call starts only at a special token: an opener that is ordinary text
+        # (Qwen3-Coder's `<function=`) counts only inside a wrapper that a special token opened.
+        openers = [o for e in spec.envelopes for o in e.openers] + [o for w in spec.wrappers for o in w.openers]
+        self.call_openers = Delimiters([] if exclude else openers)
+        self.trailers = Delimiters(keep([c for w in spec.wrappers for c in w.closers]))
+        self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)))
+                         for w in spec.wrappers}
+        self._extract = extract
+        self._exclude = exclude
+        self._reasoning: dict[tuple[str, ...], Delimiters] = {}
+
+    def reasoning(self, closers: tuple[str, ...]) -> Delimiters:
+        found = self._reasoning.get(closers)
+        if found is None:
+            extra = self.call_openers.strings if self._extract else ()
+            found = self._reasoning[closers] = Delimiters([c for c in closers if c not in self._exclude] + [*extra])
+        return found
 
 
 @dataclass
@@ -88,9 +127,17 @@ class StreamParser:
         tool_calls_in_reasoning: str = "ignore",
         id_factory: Callable[[int], str] | None = None,
         prompt: str | None = None,
+        on_rejected: str = "report",
+        max_call_chars: int | None = None,
+        special_tokens: str = "ignore",
     ) -> None:
         _check_choice("emit_calls", emit_calls, EMIT_MODES)
         _check_choice("tool_calls_in_reasoning", tool_calls_in_reasoning, REASONING_POLICIES)
+        _check_choice("on_rejected", on_rejected, REJECTED_POLICIES)
+        _check_choice("special_tokens", special_tokens, SPECIAL_TOKEN_MODES)
+        if max_call_chars is not None and (isinstance(max_call_chars, bool) or not isinstance(max_call_chars, int)
+                                           or max_call_chars < 1):
+            raise ValueError(f"max_call_chars must be a positive int or None; got {max_call_chars!r}")
         if id_factory is not None and not callable(id_factory):
             raise TypeError("id_factory must be a callable taking the call's ordinal and returning an id")
         self._spec: FormatSpec = get_format(format)
@@ -99,6 +146,9 @@ class StreamParser:
         self._extract = tool_calls_in_reasoning == "extract"
         self._id_factory = id_factory or self._spec.id_factory
         self._ids_used: set[str] = set()
+        self._rejected_to_content = on_rejected == "content"
+        self._max_call_chars = max_call_chars
+        self._require_special = special_tokens == "require"
 
         spec = self._spec
         self._openers_to_envelope: dict[str, EnvelopeSpec] = {
@@ -108,14 +158,14 @@ class StreamParser:
             opener: wrapper for wrapper in spec.wrappers for opener in wrapper.openers
         }
         self._closer_of = {opener: closer for opener, closer in spec.reasoning}
-        self._reasoning_openers = Delimiters(self._closer_of)
         self._all_reasoning_closers = tuple(dict.fromkeys(self._closer_of.values()))
-        self._call_openers = Delimiters([*self._openers_to_envelope, *self._openers_to_wrapper])
-        self._trailers = Delimiters(c for w in spec.wrappers for c in w.closers)
-        self._reasoning_delimiters: dict[tuple[str, ...], Delimiters] = {}
-        self._wrapper_delimiters = {
-            id(w): Delimiters([*self._openers_to_envelope, *w.closers]) for w in spec.wrappers
-        }
+        self._full = _DelimiterSets(spec, self._extract, frozenset())
+        self._specials = frozenset(spec.special) if self._require_special else frozenset()
+        self._ordinary = _DelimiterSets(spec, self._extract, self._specials) if self._specials else self._full
+        self._sets = self._ordinary
+        # Ordinary text shown to envelope scanners has its special-token look-alikes blanked out.
+        specials = sorted(self._specials, key=len, reverse=True)
+        self._special_pattern = re.compile("|".join(map(re.escape, specials))) if specials else None
 
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._decoding = False  # bytes were fed and the decoder may hold part of a character
@@ -143,6 +193,8 @@ class StreamParser:
         self._envelope: EnvelopeSpec | None = None
         self._opener = ""
         self._body: list[str] = []
+        self._body_length = 0
+        self._too_long = False
         self._scanner: EnvelopeScanner | None = None
         self._streamer: CallStreamer | None = None
         self._started: dict[int, _Started] = {}
@@ -157,19 +209,43 @@ class StreamParser:
 
     # ----------------------------------------------------------------- public API
 
-    def feed(self, chunk: str | bytes | bytearray) -> list[Delta]:
-        """Consume the next piece of output; return what it makes certain."""
+    def feed(self, chunk: str | bytes | bytearray | Token | Sequence[Token]) -> list[Delta]:
+        """Consume the next piece of output; return what it makes certain.
+
+        A chunk is text, UTF-8 bytes, a `Token`, or a sequence of `Token`s."""
         if self._closed:
             raise ValueError("feed() after close(): this parser has finished; create a new StreamParser")
         if isinstance(chunk, str):
-            text = self._flush_decoder() + chunk
+            self._run(self._flush_decoder() + chunk)
         elif isinstance(chunk, (bytes, bytearray)):
             self._decoding = True
-            text = self._decoder.decode(bytes(chunk))
+            self._run(self._decoder.decode(bytes(chunk)))
+        elif isinstance(chunk, Token):
+            self._token(chunk)
+        elif isinstance(chunk, (list, tuple)) and all(isinstance(token, Token) for token in chunk):
+            for token in chunk:
+                self._token(token)
         else:
-            raise TypeError(f"feed() takes str or bytes chunks, got {type(chunk).__name__}")
-        self._run(text)
+            raise TypeError(f"feed() takes str, bytes, a streamparse.Token or a list of Tokens; "
+                            f"got {type(chunk).__name__}")
         return self._take()
+
+    def _token(self, token: Token) -> None:
+        self._run(self._flush_decoder())
+        if token.special and token.text in self._specials:
+            self._special_token(token.text)
+        else:
+            self._run(token.text)
+
+    def _special_token(self, delimiter: str) -> None:
+        """A delimiter that arrived as a special token: it counts, and it cannot be split or extended."""
+        self._settle_carry()
+        self._sets = self._full
+        try:
+            self._run(delimiter)
+            self._settle_carry()
+        finally:
+            self._sets = self._ordinary
 
     def close(self) -> list[Delta]:
         """End of generation: settle what was held back and any open envelope."""
@@ -213,19 +289,27 @@ class StreamParser:
         return out
 
     def _run(self, text: str) -> None:
+        """Drive the regions over `text`; each handler returns how far it got (no slicing of the rest)."""
         if not text:
             return
         text = self._carry + text
         self._carry = ""
-        while text:
+        pos = 0
+        end = len(text)
+        while pos < end:
             if self._mode == _START:
-                text = self._start(text)
+                pos = self._start(text, pos)
             elif self._mode == _ENVELOPE:
-                text = self._in_envelope(text)
+                pos = self._in_envelope(text, pos)
             elif self._mode == _WRAPPER:
-                text = self._in_wrapper(text)
+                pos = self._in_wrapper(text, pos)
             else:
-                text = self._in_text(text)
+                pos = self._in_text(text, pos)
+
+    def _hold(self, text: str, pos: int) -> int:
+        """Keep `text[pos:]` until the next chunk shows what it is."""
+        self._carry = text[pos:]
+        return len(text)
 
     def _region(self) -> _Region | None:
         if self._mode == _CONTENT:
@@ -236,23 +320,24 @@ class StreamParser:
 
     # ----------------------------------------------------------------- text regions
 
-    def _start(self, text: str) -> str:
+    def _start(self, text: str, pos: int) -> int:
         """Leading whitespace is framing; a reasoning opener may follow it."""
-        stripped = text.lstrip()
-        if not stripped:
-            return ""
-        opener = self._reasoning_openers.starting(stripped)
+        match = _NON_SPACE.search(text, pos)
+        if match is None:
+            return len(text)
+        pos = match.start()
+        openers = self._sets.reasoning_openers
+        opener = openers.starting(text, pos)
         if opener is not None:
             self._enter_reasoning((self._closer_of[opener],) if not self._forced else self._all_reasoning_closers)
-            return stripped[len(opener):]
-        if self._reasoning_openers.is_prefix(stripped):
-            self._carry = stripped
-            return ""
+            return pos + len(opener)
+        if openers.is_prefix(text, pos):
+            return self._hold(text, pos)
         if self._forced:
             self._enter_reasoning(self._all_reasoning_closers)
         else:
             self._mode = _CONTENT
-        return stripped
+        return pos
 
     def _enter_reasoning(self, closers: tuple[str, ...]) -> None:
         self._mode = _REASONING
@@ -260,45 +345,40 @@ class StreamParser:
 
     def _text_delimiters(self) -> Delimiters:
         if self._mode == _CONTENT:
-            return self._call_openers
-        key = self._reasoning_closers
-        found = self._reasoning_delimiters.get(key)
-        if found is None:
-            extra = self._call_openers.strings if self._extract else ()
-            found = self._reasoning_delimiters[key] = Delimiters([*key, *extra])
-        return found
+            return self._sets.call_openers
+        return self._sets.reasoning(self._reasoning_closers)
 
-    def _in_text(self, text: str) -> str:
+    def _in_text(self, text: str, pos: int) -> int:
         region = self._content if self._mode == _CONTENT else self._reasoning
         if self._absorb:
-            rest = text.lstrip()
-            if not rest:
-                self._emit_text(region, text)
-                return ""
-            trailer = self._trailers.starting(rest)
-            if trailer is None and self._trailers.is_prefix(rest):
-                self._carry = text
-                return ""
+            match = _NON_SPACE.search(text, pos)
+            if match is None:
+                self._emit_text(region, text[pos:])
+                return len(text)
+            start = match.start()
+            trailers = self._sets.trailers
+            trailer = trailers.starting(text, start)
+            if trailer is None and trailers.is_prefix(text, start):
+                return self._hold(text, pos)
             self._absorb = False
-            self._emit_text(region, text[: len(text) - len(rest)])
+            self._emit_text(region, text[pos:start])
             if trailer is not None:
-                return rest[len(trailer):]
-            text = rest
+                return start + len(trailer)
+            pos = start
         delimiters = self._text_delimiters()
-        match = delimiters.search(text)
+        match = delimiters.search(text, pos)
         if match is None:
-            held = delimiters.held_from(text)
-            self._emit_text(region, text[:held])
-            self._carry = text[held:]
-            return ""
-        self._emit_text(region, text[: match.start()])
+            held = max(pos, delimiters.held_from(text))
+            self._emit_text(region, text[pos:held])
+            return self._hold(text, held)
+        self._emit_text(region, text[pos: match.start()])
         found = match.group()
         if self._mode == _REASONING and found in self._reasoning_closers:
             self._reasoning.pending_ws.clear()
             self._mode = _CONTENT
         else:
             self._open(found, return_mode=self._mode)
-        return text[match.end():]
+        return match.end()
 
     def _emit_text(self, region: _Region, text: str) -> None:
         """Emit `text`, holding its trailing whitespace until later text shows it is inner."""
@@ -352,32 +432,31 @@ class StreamParser:
         self._wrapped = self._mode == _WRAPPER
         self._mode = _ENVELOPE
 
-    def _in_wrapper(self, text: str) -> str:
+    def _in_wrapper(self, text: str, pos: int) -> int:
         assert self._wrapper is not None
-        delimiters = self._wrapper_delimiters[id(self._wrapper)]
+        delimiters = self._sets.wrappers[id(self._wrapper)]
         if self._wrapper_calls:
-            rest = text.lstrip()
-            if not rest:
-                self._wrapper_ws.append(text)
-                return ""
-            if delimiters.starting(rest) is None:
-                if delimiters.is_prefix(rest):
-                    self._carry = text
-                    return ""
+            match = _NON_SPACE.search(text, pos)
+            if match is None:
+                self._wrapper_ws.append(text[pos:])
+                return len(text)
+            start = match.start()
+            if delimiters.starting(text, start) is None:
+                if delimiters.is_prefix(text, start):
+                    return self._hold(text, pos)
                 # Text after the calls, with no closer: the wrapper has ended; this is content.
-                whitespace = "".join(self._wrapper_ws) + text[: len(text) - len(rest)]
+                whitespace = "".join(self._wrapper_ws) + text[pos:start]
                 self._leave_wrapper()
                 self._emit_text(self._region_of(self._mode), whitespace)
-                return rest
-            self._wrapper_ws.append(text[: len(text) - len(rest)])
-            text = rest
-        match = delimiters.search(text)
+                return start
+            self._wrapper_ws.append(text[pos:start])
+            pos = start
+        match = delimiters.search(text, pos)
         if match is None:
-            held = delimiters.held_from(text)
-            self._wrapper_text(text[:held])
-            self._carry = text[held:]
-            return ""
-        self._wrapper_text(text[: match.start()])
+            held = max(pos, delimiters.held_from(text))
+            self._wrapper_text(text[pos:held])
+            return self._hold(text, held)
+        self._wrapper_text(text[pos: match.start()])
         found = match.group()
         if found in self._wrapper.closers:
             if not self._wrapper_calls:
@@ -388,7 +467,7 @@ class StreamParser:
         else:
             self._flush_wrapper_junk()
             self._open(found, return_mode=self._return_mode)
-        return text[match.end():]
+        return match.end()
 
     def _wrapper_text(self, text: str) -> None:
         if text and not self._wrapper_calls:
@@ -410,18 +489,38 @@ class StreamParser:
     def _region_of(self, mode: str) -> _Region:
         return self._reasoning if mode == _REASONING else self._content
 
-    def _in_envelope(self, text: str) -> str:
+    def _in_envelope(self, text: str, pos: int) -> int:
+        """Hand the body to the envelope's scanner in windows that grow, so that neither a long
+        envelope nor many short ones cost more than a constant times their length to copy."""
         assert self._scanner is not None
-        result = self._scanner.scan(text)
-        self._add_body(text[: result.safe])
-        if result.end is None:
-            self._carry = text[result.safe:]
-            return ""
-        self._end_envelope(text[result.safe: result.end], complete=True)
-        return text[result.end:]
+        window = _FIRST_WINDOW
+        while True:
+            stop = min(len(text), pos + window)
+            piece = text[pos:stop] if pos or stop < len(text) else text
+            view = piece
+            if self._special_pattern is not None and self._sets is self._ordinary:
+                view = self._special_pattern.sub(lambda m: "\0" * len(m.group()), piece)
+            result = self._scanner.scan(view)
+            self._add_body(piece[: result.safe])
+            if result.end is not None:
+                self._end_envelope(piece[result.safe: result.end], complete=True)
+                return pos + result.end
+            if stop == len(text):
+                return self._hold(text, pos + result.safe)
+            pos += result.safe
+            window *= 2
 
     def _add_body(self, piece: str) -> None:
         if not piece:
+            return
+        self._body_length += len(piece)
+        if self._max_call_chars is not None and self._body_length > self._max_call_chars:
+            # A runaway call: keep its first max_call_chars characters, stop buffering and streaming it.
+            room = self._max_call_chars - (self._body_length - len(piece))
+            if room > 0:
+                self._body.append(piece[:room])
+            self._too_long = True
+            self._streamer = None
             return
         self._body.append(piece)
         if self._streamer is not None:
@@ -455,10 +554,18 @@ class StreamParser:
         assert self._envelope is not None
         envelope = Envelope(self._opener, "".join(self._body), closer, complete, self._wrapped)
         self._body = []
-        try:
-            results = self._spec.parse_envelope(envelope, self._tools)
-        except Exception as error:  # a visitor bug must not end the user's stream
-            results = [Rejection(INVALID_JSON, [f"internal error reading this call: {error!r}"])]
+        length, self._body_length = self._body_length, 0
+        if self._too_long and complete:
+            self._too_long = False
+            results: list[CallResult] = [Rejection(TOO_LONG, [
+                f"the call was {length} characters long, more than max_call_chars={self._max_call_chars}; "
+                "raw holds its first max_call_chars characters"])]
+        else:
+            self._too_long = False
+            try:
+                results = self._spec.parse_envelope(envelope, self._tools)
+            except Exception as error:  # a visitor bug must not end the user's stream
+                results = [Rejection(INVALID_JSON, [f"internal error reading this call: {error!r}"])]
         if not results:
             results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
         for k, result in enumerate(results):
@@ -472,7 +579,7 @@ class StreamParser:
             self._mode = _WRAPPER
         else:
             self._mode = self._return_mode
-            self._absorb = bool(self._trailers) and complete
+            self._absorb = bool(self._full.trailers) and complete
 
     def _settle(self, k: int, result: CallResult, envelope: Envelope) -> None:
         started = self._started.get(k)
@@ -488,6 +595,7 @@ class StreamParser:
         self._rejected.append(RejectedCall(result.status, list(result.errors), raw, result.name))
         if started is not None:
             self._push(Delta(tool_calls=[ToolCallDelta(started.index, status=result.status)]))
+        self._rejected_text(raw)
 
     def _accept(self, k: int, call: ParsedCall, name: str, started: _Started | None, raw: str) -> None:
         if started is not None:
@@ -508,26 +616,43 @@ class StreamParser:
     def _reject_raw(self, status: str, errors: list[str], raw: str) -> None:
         self._rejected.append(RejectedCall(status, errors, raw, None))
         self._ordinal += 1
+        self._rejected_text(raw)
+
+    def _rejected_text(self, raw: str) -> None:
+        """With `on_rejected="content"`, a rejected call's text goes back where it was written."""
+        if self._rejected_to_content:
+            self._emit_text(self._region_of(self._return_mode), raw)
 
     # ----------------------------------------------------------------- end of output
 
-    def _finish(self) -> None:
+    def _settle_carry(self) -> None:
+        """Nothing more can extend the held-back text: decide what it is, without leaving the region."""
         carry, self._carry = self._carry, ""
-        if self._mode == _START and carry:  # an incomplete reasoning opener is text
+        if not carry:
+            return
+        if self._mode == _START:  # an incomplete reasoning opener is text
             self._mode = _REASONING if self._forced else _CONTENT
         if self._mode == _ENVELOPE:
             self._add_body(carry)
-            self._end_envelope("", complete=False)
-            carry = ""
-        if self._mode == _WRAPPER:
-            if self._wrapper_calls:
-                tail = carry
+        elif self._mode == _WRAPPER:
+            if not self._wrapper_calls:
+                self._wrapper_text(carry)
+            elif carry.strip():
+                whitespace = "".join(self._wrapper_ws)
                 self._leave_wrapper()
-                self._emit_text(self._region_of(self._mode), tail)
+                self._emit_text(self._region_of(self._mode), whitespace + carry)
             else:
-                raw = "".join(self._wrapper_raw) + carry
-                self._reject_raw(TRUNCATED, ["the output ended inside a call block with no call"], raw)
-                self._leave_wrapper()
-            carry = ""
-        if carry:
+                self._wrapper_ws.append(carry)
+        else:
+            self._absorb = False
             self._emit_text(self._region_of(self._mode), carry)
+
+    def _finish(self) -> None:
+        self._settle_carry()
+        if self._mode == _ENVELOPE:
+            self._end_envelope("", complete=False)
+        if self._mode == _WRAPPER:
+            if not self._wrapper_calls:
+                raw = "".join(self._wrapper_raw)
+                self._reject_raw(TRUNCATED, ["the output ended inside a call block with no call"], raw)
+            self._leave_wrapper()

@@ -49,14 +49,14 @@ class Delimiters:
             match = self._first.search(text, start + 1)
         return len(text)
 
-    def is_prefix(self, text: str) -> bool:
-        """Whether `text` is a proper prefix of a delimiter (it could still become one)."""
-        return text in self._prefixes
+    def is_prefix(self, text: str, pos: int = 0) -> bool:
+        """Whether `text[pos:]` is a proper prefix of a delimiter (it could still become one)."""
+        return len(text) - pos < self._longest and text[pos:] in self._prefixes
 
-    def starting(self, text: str) -> str | None:
-        """The delimiter `text` starts with, if any (the longest)."""
+    def starting(self, text: str, pos: int = 0) -> str | None:
+        """The delimiter `text[pos:]` starts with, if any (the longest)."""
         for delimiter in self.strings:
-            if text.startswith(delimiter):
+            if text.startswith(delimiter, pos):
                 return delimiter
         return None
 

@@ -132,6 +132,8 @@ class FormatSpec:
     # Strings that must not occur in generated content/reasoning for a render round trip
     # (beyond the delimiters, which are always excluded).
     reserved: tuple[str, ...] = ()
+    # Delimiters that are special tokens in the models' vocabularies (token-aware mode).
+    special: tuple[str, ...] = ()
     # Argument values are untyped text (XML formats): generated messages use string values only.
     untyped_values: bool = False
 

@@ -15,6 +15,15 @@ STATUSES = (TRUNCATED, TOO_LONG, INVALID_JSON, UNKNOWN_TOOL, SCHEMA_VIOLATION)
 
 
 @dataclass(frozen=True)
+class Token:
+    """One token of model output. `special`: it is a special/added token of the model's vocabulary
+    (its id is in the tokenizer's added or special tokens), not text spelled by ordinary tokens."""
+
+    text: str
+    special: bool = False
+
+
+@dataclass(frozen=True)
 class ToolCall:
     """An accepted tool call: its arguments parsed, and the JSON text the streamed fragments join to."""
 

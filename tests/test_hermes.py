@@ -137,7 +137,8 @@ def test_without_tools_any_name_is_accepted() -> None:
 
 
 def test_progressive_mode_streams_the_name_first_then_raw_argument_text() -> None:
-    text = 'Hi<tool_call>{"arguments": {"a": "x"}, "name": "f"}</tool_call><tool_call>{"name": "g", "arguments": {"b": 1}}'
+    text = ('Hi<tool_call>{"arguments": {"a": "x"}, "name": "f"}</tool_call>'
+            '<tool_call>{"name": "g", "arguments": {"b": 1}}')
     parser = streamparse.StreamParser(emit_calls="progressive", id_factory=ids)
     pieces = [d for ch in text for d in parser.feed(ch)] + parser.close()
     calls = [tc for d in pieces for tc in d.tool_calls]
@@ -168,3 +169,21 @@ def test_tag_prefixes_are_held_back_and_then_released_as_content() -> None:
     assert parser.held_back == len(" <tool_")
     assert parser.feed("x") == [streamparse.Delta(content=" <tool_x")]
     assert parser.close() == []
+
+
+def test_token_aware_mode_counts_only_special_token_delimiters() -> None:
+    from streamparse import Token
+
+    call_text = '{"name": "f", "arguments": {}}'
+    real = [Token("<think>", True), Token("plan"), Token("</think>", True), Token("Hi"),
+            Token("<tool_call>", True), Token(call_text), Token("</tool_call>", True)]
+    msg = parse(real, special_tokens="require", id_factory=ids)
+    assert (msg.reasoning, msg.content, [c.name for c in msg.tool_calls]) == ("plan", "Hi", ["f"])
+    # The same text spelled by ordinary tokens (quoted from a web page, say) is content.
+    look_alike = "Page says: <tool_call>" + call_text + "</tool_call>"
+    assert parse([Token(look_alike)], special_tokens="require").content == look_alike
+    assert parse(look_alike, special_tokens="require").tool_calls == []
+    # An ordinary "</tool_call>" inside a call that a special token opened does not close it.
+    tricky = [Token("<tool_call>", True), Token('{"name": "f", "arguments": {"x": "'), Token("</tool_call>"),
+              Token('"}}'), Token("</tool_call>", True)]
+    assert parse(tricky, special_tokens="require").tool_calls[0].arguments == {"x": "</tool_call>"}

@@ -24,7 +24,7 @@ IN_CASES = sorted({CASE_FORMATS[c["format"]] for c in json.loads(CASES.read_text
 @pytest.mark.parametrize("fmt", IN_CASES)
 def test_every_real_template_case_parses_and_streams(fmt: str) -> None:
     script = CASES.parent / "check_project.py"
-    done = subprocess.run([sys.executable, str(script), "--only", fmt, "--splits", "10"],
+    done = subprocess.run([sys.executable, str(script), "--only", fmt, "--splits", "10"], check=False,
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "template round-trip: parse" in done.stdout

@@ -100,6 +100,8 @@ HERMES = FormatSpec(
     ),
     parse_envelope=parse_envelope,
     render=render,
+    # Added tokens in Qwen 2.5 / QwQ / Qwen3 and Hermes 2 Pro / 3 vocabularies.
+    special=(*THINK, OPENER, CLOSER),
 )
 
 FORMATS = (HERMES,)
