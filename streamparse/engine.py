@@ -149,6 +149,9 @@ class StreamParser:
         self._rejected_to_content = on_rejected == "content"
         self._max_call_chars = max_call_chars
         self._require_special = special_tokens == "require"
+        if self._require_special and not self._spec.special:
+            raise ValueError(f"format {self._spec.name!r} declares no special tokens, so token-aware mode cannot "
+                             "tell its delimiters from text; use special_tokens='ignore'")
 
         spec = self._spec
         self._openers_to_envelope: dict[str, EnvelopeSpec] = {
@@ -188,6 +191,7 @@ class StreamParser:
         self._ordinal = 0  # calls seen so far, accepted or not: the argument of id_factory
         self._stream_index = 0  # progressive mode: calls started so far
         self._out: list[Delta] = []
+        self._scanned = 0  # characters looked at, re-looks at held-back text included
 
         # The open envelope, if any.
         self._envelope: EnvelopeSpec | None = None
@@ -276,6 +280,14 @@ class StreamParser:
         pending = sum(map(len, region.pending_ws)) if region is not None else 0
         return len(self._carry) + pending if self._mode != _ENVELOPE else 0
 
+    @property
+    def scanned(self) -> int:
+        """Characters the engine has looked at so far, counting every re-look at held-back text.
+
+        The work measure behind the linear-time promise: at most the output's length plus, per
+        chunk, what was held back (shorter than the longest delimiter)."""
+        return self._scanned
+
     # ----------------------------------------------------------------- driving
 
     def _flush_decoder(self) -> str:
@@ -294,6 +306,7 @@ class StreamParser:
             return
         text = self._carry + text
         self._carry = ""
+        self._scanned += len(text)
         pos = 0
         end = len(text)
         while pos < end:
@@ -359,7 +372,8 @@ class StreamParser:
             trailers = self._sets.trailers
             trailer = trailers.starting(text, start)
             if trailer is None and trailers.is_prefix(text, start):
-                return self._hold(text, pos)
+                self._emit_text(region, text[pos:start])
+                return self._hold(text, start)
             self._absorb = False
             self._emit_text(region, text[pos:start])
             if trailer is not None:
@@ -443,7 +457,8 @@ class StreamParser:
             start = match.start()
             if delimiters.starting(text, start) is None:
                 if delimiters.is_prefix(text, start):
-                    return self._hold(text, pos)
+                    self._wrapper_ws.append(text[pos:start])
+                    return self._hold(text, start)
                 # Text after the calls, with no closer: the wrapper has ended; this is content.
                 whitespace = "".join(self._wrapper_ws) + text[pos:start]
                 self._leave_wrapper()
@@ -501,6 +516,7 @@ class StreamParser:
             if self._special_pattern is not None and self._sets is self._ordinary:
                 view = self._special_pattern.sub(lambda m: "\0" * len(m.group()), piece)
             result = self._scanner.scan(view)
+            self._scanned += len(view)
             self._add_body(piece[: result.safe])
             if result.end is not None:
                 self._end_envelope(piece[result.safe: result.end], complete=True)

@@ -1,0 +1,112 @@
+"""The policies, on every format: calls in reasoning, rejected calls, runaway calls, special tokens."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import FORMAT_NAMES, assert_stream_matches, ids, run_stream
+
+import streamparse
+from streamparse import Message, Token, ToolCall
+from streamparse.registry import get_format
+
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {
+    "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
+
+
+def wire(fmt: str, *calls: tuple[str, dict[str, object]], content: str = "", reasoning: str = "") -> str:
+    message = Message(content=content, reasoning=reasoning,
+                      tool_calls=[ToolCall(f"id{i}", name, args, "") for i, (name, args) in enumerate(calls)])
+    return streamparse.render(message, fmt)
+
+
+def tokens_of(text: str, fmt: str) -> list[Token]:
+    """The text as a tokenizer would give it: the format's special delimiters as special tokens."""
+    specials = sorted(get_format(fmt).special, key=len, reverse=True)
+    pattern = re.compile("|".join(map(re.escape, specials)))
+    out, pos = [], 0
+    for match in pattern.finditer(text):
+        if match.start() > pos:
+            out.append(Token(text[pos:match.start()]))
+        out.append(Token(match.group(), special=True))
+        pos = match.end()
+    if pos < len(text):
+        out.append(Token(text[pos:]))
+    return out
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_calls_inside_reasoning_stay_reasoning_unless_extracted(fmt: str) -> None:
+    opener, closer = get_format(fmt).reasoning[0]
+    call = wire(fmt, ("lookup", {"q": "x"}))
+    text = f"{opener}plan {call} end{closer}Answer."
+    kept = streamparse.parse(text, fmt)
+    assert kept.tool_calls == [] and call in kept.reasoning and kept.content == "Answer."
+    extracted = streamparse.parse(text, fmt, tool_calls_in_reasoning="extract", id_factory=ids)
+    assert [(c.name, c.arguments) for c in extracted.tool_calls] == [("lookup", {"q": "x"})]
+    assert call not in extracted.reasoning and extracted.reasoning.startswith("plan")
+    assert extracted.reasoning.endswith("end") and extracted.content == "Answer."
+    folded, streamed = run_stream(list(text), format=fmt, tool_calls_in_reasoning="extract", id_factory=ids)
+    assert streamed == extracted
+    assert_stream_matches(folded, extracted)
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_rejected_calls_are_reported_or_put_back_into_content(fmt: str) -> None:
+    call = wire(fmt, ("unknown_thing", {"q": "x"}))
+    text = "Before. " + call
+    reported = streamparse.parse(text, fmt, tools=TOOLS)
+    assert reported.content == "Before." and [r.status for r in reported.rejected] == ["unknown_tool"]
+    restored = streamparse.parse(text, fmt, tools=TOOLS, on_rejected="content")
+    assert restored.content == text.strip() and [r.status for r in restored.rejected] == ["unknown_tool"]
+    folded, streamed = run_stream(list(text), format=fmt, tools=TOOLS, on_rejected="content")
+    assert streamed == restored and folded.content == restored.content
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_a_call_longer_than_max_call_chars_is_rejected_and_the_stream_moves_on(fmt: str) -> None:
+    big = wire(fmt, ("lookup", {"q": "x" * 5000}))
+    small = wire(fmt, ("lookup", {"q": "y"}))
+    text = big + "\n" + small
+    message = streamparse.parse(text, fmt, max_call_chars=1000, id_factory=ids)
+    assert [r.status for r in message.rejected] == ["too_long"]
+    assert len(message.rejected[0].raw) <= 1000 + 40
+    assert [(c.name, c.arguments) for c in message.tool_calls] == [("lookup", {"q": "y"})]
+    for emit in ("validated", "progressive"):
+        folded, streamed = run_stream([text[i:i + 7] for i in range(0, len(text), 7)], format=fmt,
+                                      max_call_chars=1000, emit_calls=emit, id_factory=ids)
+        assert streamed == message
+        assert_stream_matches(folded, message)
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMAT_NAMES if get_format(f).special])
+def test_token_aware_mode_reads_special_tokens_and_ignores_look_alikes(fmt: str) -> None:
+    text = wire(fmt, ("lookup", {"q": "x"}), content="Hello.", reasoning="Think.")
+    real = streamparse.parse(tokens_of(text, fmt), fmt, special_tokens="require", id_factory=ids)
+    assert real == streamparse.parse(text, fmt, id_factory=ids)
+    assert [c.name for c in real.tool_calls] == ["lookup"]
+    look_alike = streamparse.parse(text, fmt, special_tokens="require")
+    assert look_alike.tool_calls == [] and look_alike.rejected == []
+    assert "lookup" in look_alike.content + look_alike.reasoning
+    tokens = tokens_of(text, fmt)
+    groups = [tokens[i:i + 2] for i in range(0, len(tokens), 2)]
+    folded, streamed = run_stream(groups, format=fmt, special_tokens="require", id_factory=ids)  # type: ignore[arg-type]
+    assert streamed == real
+    assert_stream_matches(folded, real)
+
+
+def test_token_aware_mode_needs_a_format_with_special_tokens() -> None:
+    for fmt in FORMAT_NAMES:
+        if not get_format(fmt).special:
+            with pytest.raises(ValueError, match="declares no special tokens"):
+                streamparse.StreamParser(fmt, special_tokens="require")
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"on_rejected": "drop"}, "on_rejected"), ({"max_call_chars": 0}, "max_call_chars"),
+    ({"special_tokens": "maybe"}, "special_tokens"),
+])
+def test_policy_misuse(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        streamparse.StreamParser(**kwargs)  # type: ignore[arg-type]
