@@ -39,7 +39,7 @@ def _json_rule(rule: str, kind: type | None) -> Any:
     def match(text: str, pos: int, cache: Any, error: Any, grammar: Any) -> Node | None:
         try:
             value, end = DECODER.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting deeper than the decoder can follow is not a call
             return None
         if kind is not None and not isinstance(value, kind):
             return None

@@ -3,6 +3,10 @@
 FORMATS.md, "Typing by schema": try the schema's non-string types in the order null, boolean,
 integer, number, object, array (JSON spelling first, then Python's); if none fits and a string is
 allowed, it is a string; if none fits at all, the text stays a string and validation reports it.
+
+Every value returned is plain JSON data (str keys, finite numbers, no tuples or sets), so that
+`json.dumps` of the arguments never fails and reads back to the same arguments. Integers stay
+exact, also when written `5.0` or `1e3`.
 """
 
 from __future__ import annotations
@@ -11,12 +15,17 @@ import ast
 import json
 import math
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 _ORDER = ("null", "boolean", "integer", "number", "object", "array")
 _PYTHON_TYPE = {type(None): "null", bool: "boolean", int: "integer", float: "number",
                 str: "string", dict: "object", list: "array"}
 _ALL_TYPES = frozenset((*_ORDER, "string"))
+# Deeper values stay text: JSON encoders and validators recurse, and must not hit the stack limit.
+MAX_DEPTH = 200
+# Python refuses to print integers longer than this (sys.int_info.default_max_str_digits).
+_MAX_DIGITS = 4300
 
 
 def schema_types(schema: Any, depth: int = 0) -> set[str]:
@@ -42,25 +51,73 @@ def schema_types(schema: Any, depth: int = 0) -> set[str]:
         found.add(_PYTHON_TYPE.get(type(value), "string"))
     if schema.get("nullable") is True:
         found.add("null")
-    if "integer" in found:
-        found.add("integer")
     return found & _ALL_TYPES
-
-
-def _literal(text: str) -> tuple[bool, Any]:
-    """JSON first, then a Python literal (never evaluated: `ast.literal_eval`)."""
-    try:
-        return True, json.loads(text, parse_constant=_no_constant)
-    except ValueError:
-        pass
-    try:
-        return True, ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False, None
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(name)
+
+
+def is_json_data(value: Any) -> bool:
+    """Whether `value` is plain JSON data that `json.dumps` writes and `json.loads` reads back equal:
+    dicts with str keys, lists, str, bool, None, ints, finite floats; at most MAX_DEPTH deep."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if item is None or isinstance(item, (str, bool, int)):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+            continue
+        if depth >= MAX_DEPTH:
+            return False
+        if type(item) is list:
+            stack.extend((child, depth + 1) for child in item)
+        elif type(item) is dict:
+            if not all(isinstance(key, str) for key in item):
+                return False
+            stack.extend((child, depth + 1) for child in item.values())
+        else:
+            return False
+    return True
+
+
+def _json(text: str) -> tuple[bool, Any]:
+    """Strict JSON (no NaN/Infinity), as plain JSON data; never raises."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return False, None
+    return (True, value) if is_json_data(value) else (False, None)
+
+
+def _literal(text: str) -> tuple[bool, Any]:
+    """JSON first, then a Python literal (never evaluated: `ast.literal_eval`)."""
+    ok, value = _json(text)
+    if ok:
+        return ok, value
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False, None
+    return (True, value) if is_json_data(value) else (False, None)
+
+
+def _integer(text: str) -> tuple[bool, Any]:
+    """A JSON number with an integral value, exactly (`5.0`, `1e3` and 30-digit integers included)."""
+    try:
+        value = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return False, None
+    if isinstance(value, bool):
+        return False, None
+    if isinstance(value, int):
+        return True, value
+    if isinstance(value, Decimal) and value.is_finite() and value.adjusted() < _MAX_DIGITS \
+            and value == value.to_integral_value():
+        return True, int(value)
+    return False, None
 
 
 def _as(kind: str, text: str) -> tuple[bool, Any]:
@@ -73,20 +130,13 @@ def _as(kind: str, text: str) -> tuple[bool, Any]:
         if stripped in ("false", "False"):
             return True, False
         return False, None
-    if kind in ("integer", "number"):
-        try:
-            value: Any = json.loads(stripped, parse_constant=_no_constant)
-        except ValueError:
-            return False, None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False, None
-        if isinstance(value, float) and not math.isfinite(value):
-            return False, None
-        if kind == "integer":
-            if isinstance(value, float):
-                return (True, int(value)) if value.is_integer() else (False, None)
+    if kind == "integer":
+        return _integer(stripped)
+    if kind == "number":
+        ok, value = _json(stripped)
+        if ok and not isinstance(value, bool) and isinstance(value, (int, float)):
             return True, value
-        return True, value
+        return False, None
     ok, value = _literal(stripped)
     wanted = dict if kind == "object" else list
     if ok and isinstance(value, wanted):
@@ -108,10 +158,9 @@ def coerce(text: str, schema: Any) -> Any:
 def parse_json_value(text: str, schema: Any) -> Any:
     """A value written as JSON (DSML `string="false"`): JSON, else the typing rules, else the text."""
     stripped = text.strip()
-    try:
-        return json.loads(stripped, parse_constant=_no_constant)
-    except ValueError:
-        pass
+    ok, value = _json(stripped)
+    if ok:
+        return value
     if schema_types(schema):
         return coerce(text, schema)
     ok, value = _literal(stripped)

@@ -55,16 +55,24 @@ def text_for(format: str, min_size: int = 0, max_size: int = 80) -> st.SearchStr
     )
 
 
+# Pieces of code: indentation, blank lines and trailing newlines, comparisons and markup.
+_CODE = [
+    "\n", "\n\n", "\r\n", "    ", "\t", "\n    ", "\\", '"', "<", "</", "< ", ">", "a < b", "<b>", "</b>",
+    "def f(x):\n    return x\n", "if a<b:\n\tpass\n", "x = '<'\n", "# </\n", "    \n",
+]
+
+
 def _string_values(format: str) -> st.SearchStrategy[str]:
-    """Strings with delimiters (or, where a format cannot escape them, near-misses) inside."""
+    """Code-like strings with delimiters (or, where a format cannot escape them, near-misses) inside."""
     spec = get_format(format)
     forbidden = spec.reserved if not spec.untyped_values else (*spec.delimiters, *spec.reserved)
     tags = [*spec.delimiters, *spec.reserved]
+    near_misses = [tag[:-1] for tag in tags] + [tag[:-1] + " " + tag[-1] for tag in tags] + [tag[1:] for tag in tags]
     fragments = st.one_of(
         st.text(_ALPHABET, max_size=12),
-        st.sampled_from(tags + [tag[:-1] for tag in tags] + ["\n", "\\", '"']),
+        st.sampled_from(tags + near_misses + _CODE),
     )
-    return st.lists(fragments, max_size=4).map("".join).filter(_clean(forbidden))
+    return st.lists(fragments, max_size=5).map("".join).filter(_clean(forbidden))
 
 
 def arguments(format: str) -> st.SearchStrategy[dict[str, Any]]:

@@ -1,0 +1,361 @@
+"""XML-parameter calls (qwen3_coder, DSML): one reader and one progressive streamer for both.
+
+A dialect names its grammar (`formats/<name>.peg`, with the rule names `call_head`, `param_head`,
+`value`, `ws`, … shared by every dialect), the literal strings that open and close a parameter,
+whether one newline after the opening tag and one before the closing tag are framing, and how a
+parameter's text becomes a value (typing by the tool's schema, `schema_typing.py`).
+
+`arguments_json` is `json.dumps(arguments, ensure_ascii=False)`. The streamer sends exactly that
+text in order: `{`, then per parameter `"key": ` and either `"` + the JSON-escaped string as the
+model writes it + `"` (a parameter that is a string whatever its text), or the typed value once
+its parameter closes; the engine sends the final `}`. A framing newline and the start of a closing
+tag are held back until the next text shows what they are, so nothing is ever taken back.
+
+A parameter name given twice rejects the call (`invalid_json`, naming the parameter): neither
+value is clearly the one meant, and the streamed text would not be an object with unique keys.
+
+Cost: each body character is searched once (compiled alternations, regex jumps); the text
+carried from one piece to the next is shorter than the longest tag, except a tag's own text (a
+call or parameter header), which is kept as pieces and joined once when its `>` arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from parsimonious.exceptions import ParseError
+from parsimonious.nodes import Node, NodeVisitor
+
+from .grammar import load_grammar
+from .scanning import Delimiters, ScanResult
+from .schema_typing import coerce, property_schema, schema_types
+from .spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from .types import INVALID_JSON, TRUNCATED
+from .validation import ToolSet
+
+# How a parameter's text becomes its value: (text without framing, `string` flag or None, the
+# parameter's schema or None) -> value. And whether that value is a string whatever the text is
+# (then it streams): (flag, schema) -> bool.
+ValueReader = Callable[[str, "str | None", Any], Any]
+StringTest = Callable[["str | None", Any], bool]
+
+
+def untyped_value(text: str, flag: str | None, schema: Any) -> Any:
+    """Qwen3-Coder: the text is typed by the schema alone (FORMATS.md, "Typing by schema")."""
+    return coerce(text, schema)
+
+
+def untyped_is_string(flag: str | None, schema: Any) -> bool:
+    """A parameter whose schema allows no non-string type is its text, whatever the text."""
+    return not schema_types(schema) - {"string"}
+
+
+@dataclass(frozen=True)
+class XmlDialect:
+    """What differs between the XML-parameter formats; everything else is shared."""
+
+    grammar: str  # formats/<grammar>.peg
+    param_open: str  # e.g. "<parameter="
+    param_close: str  # e.g. "</parameter>"
+    framing_newline: bool  # one newline after the opening and one before the closing tag are framing
+    call_tag: str  # how the call's tag is named in error messages, e.g. "<function=…>"
+    call_close: str  # the envelope's closer, e.g. "</function>"
+    wrapper_closers: tuple[str, ...]  # end a call whose closer is missing, outside a value
+    value_of: ValueReader = untyped_value
+    is_string: StringTest = untyped_is_string
+
+    def scanner(self) -> XmlEnvelopeScanner:
+        """A fresh scanner for one call body of this dialect."""
+        return XmlEnvelopeScanner(self.call_close, self.wrapper_closers, self.param_open, self.param_close)
+
+    def streamer(self, tools: ToolSet) -> XmlCallStreamer:
+        """A fresh progressive streamer for one call body of this dialect."""
+        return XmlCallStreamer(self, tools)
+
+    def parse_envelope(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+        """The call in a finished envelope (see `parse_call`)."""
+        return parse_call(self, envelope, tools)
+
+
+def strip_framing(raw: str) -> str:
+    """The value without one leading and one trailing newline (`\\r\\n` counts as one)."""
+    if raw.startswith("\r\n"):
+        raw = raw[2:]
+    elif raw.startswith("\n"):
+        raw = raw[1:]
+    if raw.endswith("\r\n"):
+        return raw[:-2]
+    if raw.endswith("\n"):
+        return raw[:-1]
+    return raw
+
+
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+
+
+def _escaped(text: str) -> str:
+    """`text` as it appears inside a JSON string; escaping is per character, so pieces join."""
+    if _NEEDS_ESCAPE.search(text) is None:
+        return text
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _flag(match: Any) -> str | None:
+    return match.groupdict().get("string") if match is not None else None
+
+
+class XmlEnvelopeScanner:
+    """Ends a call body at the first `closer` (consumed), or at a `stop` (left for the enclosing
+    wrapper) written outside a parameter value: a value holds any text but the parameter tags and
+    the closer, so `</tool_call>` inside code is data, while after `</parameter>` it ends a call
+    whose `</function>` is missing. (A general building block: it could move to `scanning.py`.)"""
+
+    def __init__(self, closer: str, stops: tuple[str, ...], param_open: str, param_close: str) -> None:
+        self._closer = closer
+        self._stops = frozenset(stops)
+        self._param_open = param_open
+        self._delimiters = Delimiters((closer, *stops, param_open, param_close))
+        self._in_value = False
+
+    def scan(self, text: str) -> ScanResult:
+        pos = 0
+        while True:
+            match = self._delimiters.search(text, pos)
+            if match is None:
+                return ScanResult(max(self._delimiters.held_from(text), pos))
+            found = match.group()
+            if found == self._closer:
+                return ScanResult(match.start(), match.end())
+            if found not in self._stops:
+                self._in_value = found == self._param_open
+            elif not self._in_value:
+                return ScanResult(match.start(), match.start())
+            pos = match.end()
+
+
+# ----------------------------------------------------------------- the final parse
+
+
+class _CallVisitor(NodeVisitor):  # type: ignore[misc]
+    """The call's header match and its parameters as `(header match, raw value text)`."""
+
+    def visit_call(self, node: Node, children: list[Any]) -> tuple[Any, list[tuple[Any, str]]]:
+        head, params, _ = children
+        return head, params
+
+    def visit_call_head(self, node: Node, children: list[Any]) -> Any:
+        return node.match
+
+    def visit_params(self, node: Node, children: list[Any]) -> list[tuple[Any, str]]:
+        return list(children)
+
+    def visit_param(self, node: Node, children: list[Any]) -> tuple[Any, str]:
+        _, _, head, value, _ = children
+        return head, value
+
+    def visit_param_head(self, node: Node, children: list[Any]) -> Any:
+        return node.match
+
+    def visit_value(self, node: Node, children: list[Any]) -> str:
+        return str(node.text)
+
+    def generic_visit(self, node: Node, children: list[Any]) -> Any:
+        return children or node
+
+
+_VISITOR = _CallVisitor()
+
+
+def parse_call(dialect: XmlDialect, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+    """The one call in an envelope body, typed by the tool's schema."""
+    if not envelope.complete:
+        return [Rejection(TRUNCATED, [f"the output ended inside {dialect.call_tag} before the call was closed"])]
+    grammar = load_grammar(dialect.grammar)
+    body = envelope.body
+    if grammar["call_head"].re.match(body) is None:
+        shown = body[:40].split("\n")[0]
+        return [Rejection(INVALID_JSON, [f"malformed {dialect.call_tag} header: {shown!r} is not closed by '>'"])]
+    try:
+        head, params = _VISITOR.visit(grammar.parse(body))
+    except ParseError as error:
+        pos = error.pos
+        return [Rejection(INVALID_JSON, [f"unexpected text at character {pos}: {body[pos:pos + 30]!r}"])]
+    name = head.group("name").strip()
+    if not name:
+        return [Rejection(INVALID_JSON, [f"{dialect.call_tag} has no function name"])]
+    schema = tools.schema(name)
+    arguments: dict[str, Any] = {}
+    for param_head, raw in params:
+        key = param_head.group("name").strip()
+        if not key:
+            return [Rejection(INVALID_JSON, ["a parameter has no name"], name=name)]
+        if key in arguments:
+            return [Rejection(INVALID_JSON, [f"$.{key}: the parameter is given twice"], name=name)]
+        text = strip_framing(raw) if dialect.framing_newline else raw
+        arguments[key] = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
+    return [ParsedCall(name, arguments, json.dumps(arguments, ensure_ascii=False))]
+
+
+# ----------------------------------------------------------------- progressive mode
+
+_HEADER, _BETWEEN, _PARAM_HEAD, _VALUE, _DONE = range(5)
+_ANGLE = re.compile("[<>]")
+
+
+class XmlCallStreamer:
+    """Reads a call body as it arrives and sends what of `arguments_json` is already certain.
+
+    It follows the grammar's rules exactly (the same compiled header and whitespace patterns, the
+    value ending at the first closing or opening parameter tag). Where the body stops fitting the
+    grammar it goes quiet: the call will be rejected, or the engine sends the rest at the close."""
+
+    def __init__(self, dialect: XmlDialect, tools: ToolSet) -> None:
+        grammar = load_grammar(dialect.grammar)
+        self._dialect = dialect
+        self._tools = tools
+        self._call_head: Any = grammar["call_head"].re
+        self._param_head: Any = grammar["param_head"].re
+        self._ws: Any = grammar["ws"].re
+        self._ends = Delimiters((dialect.param_close, dialect.param_open))
+        self._state = _HEADER
+        self._carry = ""  # text given again with the next piece (shorter than a tag)
+        self._head: list[str] = []  # a call or parameter header, until its ">"
+        self._schema: Any = None
+        self._keys: set[str] = set()
+        self._streaming = False  # the current value is a string: it is sent as it arrives
+        self._flag: str | None = None
+        self._key = ""
+        self._lead_done = False  # the leading framing newline of the current value was settled
+        self._typed: list[str] = []  # the raw text of a value sent when it closes
+
+    def feed(self, body: str) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        text = self._carry + body
+        self._carry = ""
+        pos = 0
+        while pos < len(text) and self._state != _DONE:
+            if self._state == _VALUE:
+                pos = self._value(text, pos, events)
+            elif self._state == _BETWEEN:
+                pos = self._between(text, pos)
+            else:
+                pos = self._header(text, pos, events)
+        return events
+
+    def _header(self, text: str, pos: int, events: list[StreamEvent]) -> int:
+        match = _ANGLE.search(text, pos)
+        if match is None:
+            self._head.append(text[pos:])
+            return len(text)
+        if match.group() == "<":  # a header never holds "<": the grammar rejects this call
+            self._state = _DONE
+            return len(text)
+        self._head.append(text[pos: match.end()])
+        header, self._head = "".join(self._head), []
+        if self._state == _HEADER:
+            self._call_started(self._call_head.fullmatch(header), events)
+        else:
+            self._param_started(self._param_head.fullmatch(header), events)
+        return match.end()
+
+    def _call_started(self, match: Any, events: list[StreamEvent]) -> None:
+        name = match.group("name").strip() if match is not None else ""
+        if not name:
+            self._state = _DONE
+            return
+        self._schema = self._tools.schema(name)
+        events.append(CallStart(0, name))
+        events.append(ArgumentsFragment(0, "{"))
+        self._state = _BETWEEN
+
+    def _param_started(self, match: Any, events: list[StreamEvent]) -> None:
+        key = match.group("name").strip() if match is not None else ""
+        if not key or key in self._keys:
+            self._state = _DONE
+            return
+        flag = _flag(match)
+        schema = property_schema(self._schema, key)
+        self._streaming = self._dialect.is_string(flag, schema)
+        separator = ", " if self._keys else ""
+        self._keys.add(key)
+        self._key, self._flag = key, flag
+        self._lead_done = not self._dialect.framing_newline
+        self._typed = []
+        opening = '"' if self._streaming else ""
+        events.append(ArgumentsFragment(0, separator + json.dumps(key, ensure_ascii=False) + ": " + opening))
+        self._state = _VALUE
+
+    def _between(self, text: str, pos: int) -> int:
+        pos = self._ws.match(text, pos).end()
+        if pos == len(text):
+            return pos
+        opener = self._dialect.param_open
+        if text.startswith(opener, pos):
+            self._state = _PARAM_HEAD
+            return pos + len(opener)
+        if len(text) - pos < len(opener) and opener.startswith(text[pos:]):
+            self._carry = text[pos:]
+            return len(text)
+        self._state = _DONE  # text that is not a parameter: the grammar rejects this call
+        return len(text)
+
+    def _value(self, text: str, pos: int, events: list[StreamEvent]) -> int:
+        match = self._ends.search(text, pos)
+        if not self._lead_done:
+            if match is None and (pos == len(text) or (pos == len(text) - 1 and text[pos] == "\r")):
+                self._carry = text[pos:]  # the leading newline is not settled yet
+                return len(text)
+            if text.startswith("\r\n", pos):
+                pos += 2
+            elif text.startswith("\n", pos):
+                pos += 1
+            self._lead_done = True
+        if match is None:
+            end = max(self._ends.held_from(text), pos)
+            if self._dialect.framing_newline:
+                end = self._before_trailing_newline(text, pos, end)
+            self._carry = text[end:]
+            self._value_text(text[pos:end], events)
+            return len(text)
+        end = match.start()
+        if self._dialect.framing_newline:
+            if text.endswith("\r\n", pos, end):
+                end -= 2
+            elif text.endswith("\n", pos, end):
+                end -= 1
+        self._value_text(text[pos:end], events)
+        self._value_closed(events)
+        self._state = _BETWEEN if match.group() == self._dialect.param_close else _PARAM_HEAD
+        return match.end()
+
+    @staticmethod
+    def _before_trailing_newline(text: str, pos: int, end: int) -> int:
+        """Where a newline that may still turn out to be framing starts (text[end:] is a tag prefix)."""
+        if end == len(text) and text.endswith("\r", pos, end):
+            return end - 1  # "\r" may become "\r\n"
+        if text.endswith("\n", pos, end):
+            end -= 1
+            if text.endswith("\r", pos, end):
+                end -= 1
+        return end
+
+    def _value_text(self, text: str, events: list[StreamEvent]) -> None:
+        if not text:
+            return
+        if self._streaming:
+            events.append(ArgumentsFragment(0, _escaped(text)))
+        else:
+            self._typed.append(text)
+
+    def _value_closed(self, events: list[StreamEvent]) -> None:
+        if self._streaming:
+            events.append(ArgumentsFragment(0, '"'))
+            return
+        raw = "".join(self._typed)
+        self._typed = []
+        value = self._dialect.value_of(raw, self._flag, property_schema(self._schema, self._key))
+        events.append(ArgumentsFragment(0, json.dumps(value, ensure_ascii=False)))
