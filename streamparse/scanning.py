@@ -97,13 +97,20 @@ class TagScanner:
 _IN_STRING = re.compile(r'["\\]')
 
 
-class JsonAwareTagScanner:
-    """Ends at the first closer outside a JSON string: `</tool_call>` inside an argument is data."""
+class JsonAwareScanner:
+    """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings.
 
-    def __init__(self, closers: Iterable[str]) -> None:
-        self._delimiters = Delimiters(closers)
-        pattern = '"|' + "|".join(re.escape(c) for c in self._delimiters.strings)
-        self._outside = re.compile(pattern)
+    A quote opens a string only inside brackets, so a stray `"` in the text around the JSON (a
+    name, a fence) cannot hide the closer. The stops end an envelope whose closer the model forgot
+    (the next call's opener, the calls block closer). Cost: one regex jump per quote, backslash or
+    bracket; only a suffix that could start a delimiter is given back to be scanned again."""
+
+    def __init__(self, closers: Iterable[str], stops: Iterable[str] = ()) -> None:
+        self._closers = frozenset(closers)
+        self._delimiters = Delimiters([*self._closers, *stops])
+        alternation = "|".join(re.escape(d) for d in self._delimiters.strings)
+        self._outside = re.compile(r'["\[\]{}]|' + alternation)
+        self._depth = 0
         self._in_string = False
         self._escaped = False  # the previous piece ended with a backslash inside a string
 
@@ -127,13 +134,18 @@ class JsonAwareTagScanner:
                 else:
                     self._in_string = False
                     pos = match.end()
+                continue
+            match = self._outside.search(text, pos)
+            if match is None:
+                return ScanResult(max(self._delimiters.held_from(text), pos))
+            found = match.group()
+            pos = match.end()
+            if found == '"':
+                self._in_string = self._depth > 0
+            elif found in "[{":
+                self._depth += 1
+            elif found in "]}":
+                self._depth = max(0, self._depth - 1)
             else:
-                match = self._outside.search(text, pos)
-                if match is None:
-                    held = self._delimiters.held_from(text)
-                    return ScanResult(max(held, pos))
-                if match.group() == '"':
-                    self._in_string = True
-                    pos = match.end()
-                else:
-                    return ScanResult(match.start(), match.end())
+                end = match.end() if found in self._closers else match.start()
+                return ScanResult(match.start(), end)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from parsimonious.exceptions import ParseError
@@ -21,7 +20,7 @@ from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..grammar import DECODER, ValueNode, load_grammar
-from ..scanning import Delimiters, ScanResult
+from ..scanning import JsonAwareScanner
 from ..spec import (
     ArgumentsFragment,
     CallResult,
@@ -48,64 +47,7 @@ CALLS_CLOSERS = (CALLS_END, "<｜tool_calls_end｜>", "<｜tool calls end｜>")
 _JSON_WHITESPACE = " \t\n\r"
 
 
-# ----------------------------------------------------------------- finding the end of an envelope
-
 _IN_STRING = re.compile(r'["\\]')
-
-
-class JsonBodyScanner:
-    """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings.
-
-    A quote opens a string only inside brackets, so a stray `"` in the text around the JSON (a
-    name, a fence) cannot hide the closer. The stops end an envelope whose closer the model forgot
-    (the next call's opener, the calls block closer). Cost: one regex jump per quote, backslash or
-    bracket; only a suffix that could start a delimiter is given back to be scanned again.
-    Could move to `scanning.py`: nothing here is DeepSeek's."""
-
-    def __init__(self, closers: Iterable[str], stops: Iterable[str] = ()) -> None:
-        self._closers = frozenset(closers)
-        self._delimiters = Delimiters([*self._closers, *stops])
-        alternation = "|".join(re.escape(d) for d in self._delimiters.strings)
-        self._outside = re.compile(r'["\[\]{}]|' + alternation)
-        self._depth = 0
-        self._in_string = False
-        self._escaped = False  # the previous piece ended with a backslash inside a string
-
-    def scan(self, text: str) -> ScanResult:
-        pos = 0
-        if self._escaped:
-            if not text:
-                return ScanResult(0)
-            self._escaped = False
-            pos = 1
-        while True:
-            if self._in_string:
-                match = _IN_STRING.search(text, pos)
-                if match is None:
-                    return ScanResult(len(text))
-                if match.group() == "\\":
-                    if match.end() == len(text):
-                        self._escaped = True
-                        return ScanResult(len(text))
-                    pos = match.end() + 1
-                else:
-                    self._in_string = False
-                    pos = match.end()
-                continue
-            match = self._outside.search(text, pos)
-            if match is None:
-                return ScanResult(max(self._delimiters.held_from(text), pos))
-            found = match.group()
-            pos = match.end()
-            if found == '"':
-                self._in_string = self._depth > 0
-            elif found in "[{":
-                self._depth += 1
-            elif found in "]}":
-                self._depth = max(0, self._depth - 1)
-            else:
-                end = match.end() if found in self._closers else match.start()
-                return ScanResult(match.start(), end)
 
 
 # ----------------------------------------------------------------- reading an envelope body
@@ -338,7 +280,7 @@ def render_v3_1(message: Message) -> str:
 def _envelope(grammar: str, header_ends: tuple[str, ...]) -> EnvelopeSpec:
     return EnvelopeSpec(
         openers=(CALL_BEGIN,),
-        scanner=lambda: JsonBodyScanner((CALL_END,), (CALL_BEGIN, *CALLS_CLOSERS)),
+        scanner=lambda: JsonAwareScanner((CALL_END,), (CALL_BEGIN, *CALLS_CLOSERS)),
         streamer=lambda tools: JsonAfterHeaderStreamer(grammar, header_ends),
     )
 

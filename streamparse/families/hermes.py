@@ -10,7 +10,7 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import call_from_members
 from ..grammar import ValueNode, load_grammar
-from ..scanning import JsonAwareTagScanner
+from ..scanning import JsonAwareScanner
 from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection
 from ..streaming import JsonObjectCallStreamer
 from ..types import INVALID_JSON, TRUNCATED, Message
@@ -94,7 +94,7 @@ HERMES = FormatSpec(
     envelopes=(
         EnvelopeSpec(
             openers=(OPENER,),
-            scanner=lambda: JsonAwareTagScanner((CLOSER,)),
+            scanner=lambda: JsonAwareScanner((CLOSER,)),
             streamer=JsonObjectCallStreamer,
         ),
     ),
