@@ -12,6 +12,7 @@ import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from .scanning import EnvelopeScanner
@@ -44,8 +45,9 @@ class Envelope:
     complete: bool  # False when the output ended before the envelope did
     wrapped: bool  # opened inside a wrapper (e.g. `<tool_call>` around `<function=…>`)
 
-    @property
+    @cached_property
     def raw(self) -> str:
+        """Built once: every call of an envelope (a Mistral Nemo list holds many) carries it."""
         return self.opener + self.body + self.closer
 
 
