@@ -30,8 +30,15 @@ def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:
 
 
 def call_from_members(members: list[tuple[str, Any, str]]) -> CallResult:
-    """A call from the members of its JSON object: `(key, value, raw value text)` in order."""
+    """A call from the members of its JSON object: `(key, value, raw value text)` in order.
+
+    A member written twice rejects the call: which one the model meant is unclear, and a stream
+    that already sent the first could not take it back."""
     fields = {key: (value, raw) for key, value, raw in members}
+    if len(fields) < len(members):
+        seen: set[str] = set()
+        twice = next(key for key, _, _ in members if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        return Rejection(INVALID_JSON, [f"$.{twice}: the member is written twice"])
     name = fields.get("name", (None, ""))[0]
     if not isinstance(name, str) or not name.strip():
         return Rejection(INVALID_JSON, ['$.name: the call object has no "name" string'])

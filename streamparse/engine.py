@@ -192,6 +192,7 @@ class StreamParser:
         self._stream_index = 0  # progressive mode: calls started so far
         self._out: list[Delta] = []
         self._scanned = 0  # characters looked at, re-looks at held-back text included
+        self._restored: str | None = None  # the last rejected text put back into content
 
         # The open envelope, if any.
         self._envelope: EnvelopeSpec | None = None
@@ -611,7 +612,9 @@ class StreamParser:
         self._rejected.append(RejectedCall(result.status, list(result.errors), raw, result.name))
         if started is not None:
             self._push(Delta(tool_calls=[ToolCallDelta(started.index, status=result.status)]))
-        self._rejected_text(raw)
+        if raw is not self._restored:  # several calls of one envelope share its text: put it back once
+            self._restored = raw
+            self._rejected_text(raw)
 
     def _accept(self, k: int, call: ParsedCall, name: str, started: _Started | None, raw: str) -> None:
         if started is not None:

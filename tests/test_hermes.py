@@ -187,3 +187,10 @@ def test_token_aware_mode_counts_only_special_token_delimiters() -> None:
     tricky = [Token("<tool_call>", True), Token('{"name": "f", "arguments": {"x": "'), Token("</tool_call>"),
               Token('"}}'), Token("</tool_call>", True)]
     assert parse(tricky, special_tokens="require").tool_calls[0].arguments == {"x": "</tool_call>"}
+
+
+def test_a_member_written_twice_rejects_the_call() -> None:
+    text = '<tool_call>{"name": "f", "name": "g", "arguments": {}}</tool_call>'
+    assert [r.status for r in parse(text).rejected] == ["invalid_json"]
+    folded, message = run_stream(list(text), emit_calls="progressive", id_factory=ids)
+    assert message.tool_calls == [] and folded.accepted() == []

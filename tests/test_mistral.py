@@ -593,3 +593,11 @@ def test_the_calls_of_one_nemo_list_share_one_raw_text() -> None:
     msg = parse(text)
     assert len(msg.tool_calls) == 50 and msg.tool_calls[0].raw == text
     assert all(call.raw is msg.tool_calls[0].raw for call in msg.tool_calls)
+
+
+def test_rejected_calls_of_one_nemo_list_go_back_into_content_once() -> None:
+    tools = [{"name": "known", "parameters": {"type": "object"}}]
+    text = 'Hi [TOOL_CALLS][{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}]'
+    message = streamparse.parse(text, "mistral", tools=tools, on_rejected="content")
+    assert [r.status for r in message.rejected] == ["unknown_tool", "unknown_tool"]
+    assert message.content == text

@@ -1,0 +1,95 @@
+"""The standalone peer, side by side: transformers' `ResponseParser` and `parse_response`.
+
+transformers is optional (the `bench` extra; it needs no torch). Its parser is driven by a
+"response template", a small JSON spec per format; ours are in `bench/templates/<format>.json`,
+written after the fallbacks transformers itself ships for Qwen (see
+`transformers/cli/serving/utils.py`). Templates are compiled once and reused, as a server would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamparse
+
+from .measure import DEFAULT_REPS, PARSE_REPS, Reps, StreamTiming, best_of
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+INSTALL_HINT = "pip install 'streamparse[bench]' (or: pip install transformers; no torch needed)"
+
+
+@dataclass(frozen=True)
+class Peer:
+    """The loaded peer: its version and its two entry points."""
+
+    version: str
+    response_parser: Any  # transformers.utils.chat_parsing.ResponseParser
+    parse_response: Any  # transformers.utils.chat_parsing.parse_response
+    load_template: Any  # transformers.utils.chat_parsing.response_templates.load_response_template
+
+
+def load_peer() -> Peer | None:
+    """transformers' chat parsing, or None when transformers (or its chat_parsing) is missing."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner
+    try:
+        import transformers
+        from transformers.utils.chat_parsing import ResponseParser, parse_response
+        from transformers.utils.chat_parsing.response_templates import load_response_template
+    except ImportError:
+        return None
+    return Peer(transformers.__version__, ResponseParser, parse_response, load_response_template)
+
+
+def template_path(format: str) -> Path:
+    return TEMPLATES / f"{format}.json"
+
+
+def load_template(peer: Peer, format: str) -> Any | None:
+    """The compiled response template for `format`, or None when we have not written one."""
+    path = template_path(format)
+    if not path.is_file():
+        return None
+    return peer.load_template(json.loads(path.read_text(encoding="utf-8")))
+
+
+def stream_once(peer: Peer, template: Any, chunks: list[str]) -> dict[str, Any]:
+    parser = peer.response_parser(template, prefix="")
+    feed = parser.feed
+    for chunk in chunks:
+        feed(chunk)
+    message, _ = parser.finalize()
+    return dict(message)
+
+
+def time_stream(peer: Peer, template: Any, chunks: list[str], reps: Reps = DEFAULT_REPS) -> StreamTiming:
+    seconds = best_of(lambda: stream_once(peer, template, chunks), reps)
+    return StreamTiming(seconds, len(chunks))
+
+
+def time_parse(peer: Peer, template: Any, text: str, reps: Reps = PARSE_REPS) -> float:
+    return best_of(lambda: peer.parse_response(text, template, prefix=""), reps)
+
+
+def agreement(peer: Peer, template: Any, text: str, format: str) -> str:
+    """Whether the peer reads `text` as we do: "same", or which parts differ (or its error)."""
+    ours = streamparse.parse(text, format)
+    try:
+        theirs = peer.parse_response(text, template, prefix="")
+    except Exception as error:  # the peer raises on output it cannot read
+        return f"peer raised {type(error).__name__}"
+    calls = []
+    for call in theirs.get("tool_calls") or []:
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        calls.append((function.get("name"), function.get("arguments")))
+    problems = []
+    if (theirs.get("content") or "") != ours.content:
+        problems.append("content")
+    if (theirs.get("reasoning_content") or "") != ours.reasoning:
+        problems.append("reasoning")
+    if calls != [(c.name, c.arguments) for c in ours.tool_calls]:
+        problems.append("calls")
+    return "same" if not problems else "differs: " + ", ".join(problems)
