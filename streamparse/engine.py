@@ -49,7 +49,6 @@ SPECIAL_TOKEN_MODES = ("ignore", "require")
 
 _START, _REASONING, _CONTENT, _WRAPPER, _ENVELOPE = "start", "reasoning", "content", "wrapper", "envelope"
 _NON_SPACE = re.compile(r"\S")  # the same characters str.strip() keeps
-_FIRST_WINDOW = 1024
 
 
 def _check_choice(name: str, value: object, choices: Sequence[str]) -> None:
@@ -193,6 +192,7 @@ class StreamParser:
         self._out: list[Delta] = []
         self._scanned = 0  # characters looked at, re-looks at held-back text included
         self._restored: str | None = None  # the last rejected text put back into content
+        self._view = ""
 
         # The open envelope, if any.
         self._envelope: EnvelopeSpec | None = None
@@ -308,6 +308,11 @@ class StreamParser:
         text = self._carry + text
         self._carry = ""
         self._scanned += len(text)
+        # What envelope scanners see: in token-aware mode, ordinary text with look-alikes of
+        # special tokens blanked out (same length, so positions hold).
+        self._view = text
+        if self._special_pattern is not None and self._sets is self._ordinary and self._special_pattern.search(text):
+            self._view = self._special_pattern.sub(lambda m: "\0" * len(m.group()), text)
         pos = 0
         end = len(text)
         while pos < end:
@@ -506,26 +511,14 @@ class StreamParser:
         return self._reasoning if mode == _REASONING else self._content
 
     def _in_envelope(self, text: str, pos: int) -> int:
-        """Hand the body to the envelope's scanner in windows that grow, so that neither a long
-        envelope nor many short ones cost more than a constant times their length to copy."""
         assert self._scanner is not None
-        window = _FIRST_WINDOW
-        while True:
-            stop = min(len(text), pos + window)
-            piece = text[pos:stop] if pos or stop < len(text) else text
-            view = piece
-            if self._special_pattern is not None and self._sets is self._ordinary:
-                view = self._special_pattern.sub(lambda m: "\0" * len(m.group()), piece)
-            result = self._scanner.scan(view)
-            self._scanned += len(view)
-            self._add_body(piece[: result.safe])
-            if result.end is not None:
-                self._end_envelope(piece[result.safe: result.end], complete=True)
-                return pos + result.end
-            if stop == len(text):
-                return self._hold(text, pos + result.safe)
-            pos += result.safe
-            window *= 2
+        result = self._scanner.scan(self._view, pos)
+        self._scanned += result.safe - pos
+        self._add_body(text[pos: result.safe])
+        if result.end is None:
+            return self._hold(text, result.safe)
+        self._end_envelope(text[result.safe: result.end], complete=True)
+        return result.end
 
     def _add_body(self, piece: str) -> None:
         if not piece:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Protocol
+from functools import lru_cache
+from typing import NamedTuple, Protocol
+
+from .grammar import DECODER
 
 
 class Delimiters:
@@ -61,22 +63,59 @@ class Delimiters:
         return None
 
 
-@dataclass(frozen=True)
-class ScanResult:
-    """What an envelope scanner made of the text it was given.
+class ScanResult(NamedTuple):
+    """Where an envelope body ends, as absolute positions in the text the scanner was given.
 
-    `end is None`: the envelope goes on; `text[:safe]` is body, `text[safe:]` must be given again
-    with the next chunk (it could start the closer). Otherwise the body ends at `safe` and the
-    closer occupies `text[safe:end]` (empty when the envelope ends without a closer)."""
+    `end is None`: the envelope goes on; `text[pos:safe]` is body and `text[safe:]` must be given
+    again with the next chunk (it could start the closer). Otherwise the body ends at `safe` and
+    the closer occupies `text[safe:end]` (empty when the envelope ends without a closer)."""
 
     safe: int
     end: int | None = None
 
 
 class EnvelopeScanner(Protocol):
-    """Finds where an envelope body ends. One instance per envelope; fed each piece once."""
+    """Finds where an envelope body ends. One instance per envelope.
+
+    `scan(text, pos)` looks at `text[pos:]` only, never copies it, and returns absolute
+    positions; the text from `safe` on is given again, with more after it, next time."""
+
+    def scan(self, text: str, pos: int) -> ScanResult: ...
+
+
+class PieceScanner(Protocol):
+    """A scanner that reads pieces: `scan(piece)` with positions relative to the piece."""
 
     def scan(self, text: str) -> ScanResult: ...
+
+
+class Windowed:
+    """Adapts a `PieceScanner` to `EnvelopeScanner`: it is shown windows of the text that grow,
+    so that neither a long envelope nor many short ones cost more than twice their length to copy."""
+
+    FIRST_WINDOW = 1024
+
+    def __init__(self, inner: PieceScanner) -> None:
+        self._inner = inner
+
+    def scan(self, text: str, pos: int) -> ScanResult:
+        window = self.FIRST_WINDOW
+        while True:
+            stop = min(len(text), pos + window)
+            piece = text if pos == 0 and stop == len(text) else text[pos:stop]
+            safe, end = self._inner.scan(piece)
+            if end is not None:
+                return ScanResult(pos + safe, pos + end)
+            if stop == len(text):
+                return ScanResult(pos + safe)
+            pos += safe
+            window *= 2
+
+
+@lru_cache(maxsize=256)
+def delimiters_of(strings: tuple[str, ...]) -> Delimiters:
+    """A `Delimiters`, built once per set of strings (scanners are made per envelope)."""
+    return Delimiters(strings)
 
 
 class TagScanner:
@@ -84,12 +123,12 @@ class TagScanner:
 
     def __init__(self, closers: Iterable[str], stops: Iterable[str] = ()) -> None:
         self._closers = frozenset(closers)
-        self._delimiters = Delimiters([*self._closers, *stops])
+        self._delimiters = delimiters_of((*self._closers, *stops))
 
-    def scan(self, text: str) -> ScanResult:
-        match = self._delimiters.search(text)
+    def scan(self, text: str, pos: int) -> ScanResult:
+        match = self._delimiters.search(text, pos)
         if match is None:
-            return ScanResult(self._delimiters.held_from(text))
+            return ScanResult(max(pos, self._delimiters.held_from(text)))
         end = match.end() if match.group() in self._closers else match.start()
         return ScanResult(match.start(), end)
 
@@ -97,30 +136,34 @@ class TagScanner:
 _IN_STRING = re.compile(r'["\\]')
 
 
+@lru_cache(maxsize=64)
+def _outside_pattern(strings: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(r'["\[\]{}]|' + "|".join(re.escape(d) for d in strings))
+
+
 class JsonAwareScanner:
     """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings.
 
     A quote opens a string only inside brackets, so a stray `"` in the text around the JSON (a
     name, a fence) cannot hide the closer. The stops end an envelope whose closer the model forgot
-    (the next call's opener, the calls block closer). Cost: one regex jump per quote, backslash or
-    bracket; only a suffix that could start a delimiter is given back to be scanned again."""
+    (the next call's opener, the calls block closer). Cost: a JSON value already complete in the
+    text is skipped by the C decoder; otherwise one regex jump per quote, backslash or bracket.
+    Only a suffix that could start a delimiter is given back to be scanned again."""
 
     def __init__(self, closers: Iterable[str], stops: Iterable[str] = ()) -> None:
         self._closers = frozenset(closers)
-        self._delimiters = Delimiters([*self._closers, *stops])
-        alternation = "|".join(re.escape(d) for d in self._delimiters.strings)
-        self._outside = re.compile(r'["\[\]{}]|' + alternation)
+        self._delimiters = delimiters_of((*self._closers, *stops))
+        self._outside = _outside_pattern(self._delimiters.strings)
         self._depth = 0
         self._in_string = False
         self._escaped = False  # the previous piece ended with a backslash inside a string
 
-    def scan(self, text: str) -> ScanResult:
-        pos = 0
+    def scan(self, text: str, pos: int) -> ScanResult:
         if self._escaped:
-            if not text:
-                return ScanResult(0)
+            if pos == len(text):
+                return ScanResult(pos)
             self._escaped = False
-            pos = 1
+            pos += 1
         while True:
             if self._in_string:
                 match = _IN_STRING.search(text, pos)
@@ -143,9 +186,22 @@ class JsonAwareScanner:
             if found == '"':
                 self._in_string = self._depth > 0
             elif found in "[{":
+                if self._depth == 0:
+                    end = _complete_value(text, match.start())
+                    if end is not None:  # the whole value is in view: skip it at C speed
+                        pos = end
+                        continue
                 self._depth += 1
             elif found in "]}":
                 self._depth = max(0, self._depth - 1)
             else:
                 end = match.end() if found in self._closers else match.start()
                 return ScanResult(match.start(), end)
+
+
+def _complete_value(text: str, pos: int) -> int | None:
+    """Where the JSON value starting at `pos` ends, when all of it is in `text`."""
+    try:
+        return DECODER.raw_decode(text, pos)[1]
+    except (ValueError, RecursionError):
+        return None

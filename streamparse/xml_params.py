@@ -31,7 +31,7 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
 from .grammar import load_grammar
-from .scanning import Delimiters, ScanResult
+from .scanning import ScanResult, delimiters_of
 from .schema_typing import coerce, property_schema, schema_types
 from .spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from .types import INVALID_JSON, TRUNCATED
@@ -118,11 +118,10 @@ class XmlEnvelopeScanner:
         self._closer = closer
         self._stops = frozenset(stops)
         self._param_open = param_open
-        self._delimiters = Delimiters((closer, *stops, param_open, param_close))
+        self._delimiters = delimiters_of((closer, *stops, param_open, param_close))
         self._in_value = False
 
-    def scan(self, text: str) -> ScanResult:
-        pos = 0
+    def scan(self, text: str, pos: int) -> ScanResult:
         while True:
             match = self._delimiters.search(text, pos)
             if match is None:
@@ -220,7 +219,7 @@ class XmlCallStreamer:
         self._call_head: Any = grammar["call_head"].re
         self._param_head: Any = grammar["param_head"].re
         self._ws: Any = grammar["ws"].re
-        self._ends = Delimiters((dialect.param_close, dialect.param_open))
+        self._ends = delimiters_of((dialect.param_close, dialect.param_open))
         self._state = _HEADER
         self._carry = ""  # text given again with the next piece (shorter than a tag)
         self._head: list[str] = []  # a call or parameter header, until its ">"

@@ -32,7 +32,7 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members
 from ..grammar import DECODER, ValueNode, load_grammar
-from ..scanning import Delimiters, ScanResult
+from ..scanning import Delimiters, ScanResult, Windowed
 from ..spec import (
     ArgumentsFragment,
     CallResult,
@@ -837,7 +837,9 @@ MISTRAL = FormatSpec(
     name="mistral",
     aliases=("magistral", "devstral"),
     reasoning=(THINK, THINK_TAGS),
-    envelopes=(EnvelopeSpec(openers=(OPENER,), scanner=ToolCallsReader, streamer=ToolCallsStreamer),),
+    envelopes=(
+        EnvelopeSpec(openers=(OPENER,), scanner=lambda: Windowed(ToolCallsReader()), streamer=ToolCallsStreamer),
+    ),
     parse_envelope=parse_envelope,
     render=render,
     # Mistral's chat templates accept only ids of nine alphanumerics.
