@@ -3,12 +3,48 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from .grammar import DECODER
 from .spec import CallResult, ParsedCall, Rejection
 from .types import INVALID_JSON
 
 ARGUMENT_KEYS = ("arguments", "parameters")
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def object_members(text: str, pos: int) -> tuple[list[tuple[str, Any, str]], int] | None:
+    """The members of the JSON object at `text[pos]` as `(key, value, raw value text)`, and where
+    it ends; None when it is not one complete, valid object.
+
+    The fast path for what a grammar's `call_object` rule reads: each key and value is decoded by
+    the C decoder, and only the raw text of the values is cut out."""
+    if not text.startswith("{", pos):
+        return None
+    members: list[tuple[str, Any, str]] = []
+    pos = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if text.startswith("}", pos):
+        return members, pos + 1
+    try:
+        while True:
+            key, pos = DECODER.raw_decode(text, pos)
+            if not isinstance(key, str):
+                return None
+            pos = _JSON_SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            if not text.startswith(":", pos):
+                return None
+            start = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            value, pos = DECODER.raw_decode(text, start)
+            members.append((key, value, text[start:pos]))
+            pos = _JSON_SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            if text.startswith("}", pos):
+                return members, pos + 1
+            if not text.startswith(",", pos):
+                return None
+            pos = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+    except (ValueError, RecursionError):
+        return None
 
 
 def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:

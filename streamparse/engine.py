@@ -13,6 +13,7 @@ import codecs
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .registry import get_format
@@ -101,6 +102,12 @@ class _DelimiterSets:
         return found
 
 
+@lru_cache(maxsize=128)
+def _delimiter_sets(spec: FormatSpec, extract: bool, exclude: frozenset[str]) -> _DelimiterSets:
+    """Built once per format and options, not per parser: a server makes a parser per request."""
+    return _DelimiterSets(spec, extract, exclude)
+
+
 @dataclass
 class _Started:
     """Progressive mode: a call whose id and name were already sent."""
@@ -161,9 +168,9 @@ class StreamParser:
         }
         self._closer_of = {opener: closer for opener, closer in spec.reasoning}
         self._all_reasoning_closers = tuple(dict.fromkeys(self._closer_of.values()))
-        self._full = _DelimiterSets(spec, self._extract, frozenset())
+        self._full = _delimiter_sets(spec, self._extract, frozenset())
         self._specials = frozenset(spec.special) if self._require_special else frozenset()
-        self._ordinary = _DelimiterSets(spec, self._extract, self._specials) if self._specials else self._full
+        self._ordinary = _delimiter_sets(spec, self._extract, self._specials) if self._specials else self._full
         self._sets = self._ordinary
         # Ordinary text shown to envelope scanners has its special-token look-alikes blanked out.
         specials = sorted(self._specials, key=len, reverse=True)
@@ -218,6 +225,9 @@ class StreamParser:
         """Consume the next piece of output; return what it makes certain.
 
         A chunk is text, UTF-8 bytes, a `Token`, or a sequence of `Token`s."""
+        if chunk.__class__ is str and not self._decoding and not self._closed:  # the common case, first
+            self._run(chunk)
+            return self._take()
         if self._closed:
             raise ValueError("feed() after close(): this parser has finished; create a new StreamParser")
         if isinstance(chunk, str):
@@ -298,15 +308,20 @@ class StreamParser:
         return self._decoder.decode(b"", final=True)
 
     def _take(self) -> list[Delta]:
-        out, self._out = self._out, []
+        out = self._out
+        if out:
+            self._out = []
+        else:
+            out = []
         return out
 
     def _run(self, text: str) -> None:
         """Drive the regions over `text`; each handler returns how far it got (no slicing of the rest)."""
         if not text:
             return
-        text = self._carry + text
-        self._carry = ""
+        if self._carry:
+            text = self._carry + text
+            self._carry = ""
         self._scanned += len(text)
         # What envelope scanners see: in token-aware mode, ordinary text with look-alikes of
         # special tokens blanked out (same length, so positions hold).
@@ -419,12 +434,12 @@ class StreamParser:
             region.pending_ws.append(text[end:])
 
     def _push(self, delta: Delta) -> None:
-        """Append a delta, merging text with the previous delta of the same kind."""
+        """Append a delta, merging text with the previous delta of the same kind (not yet handed out)."""
         if self._out and not delta.tool_calls:
             last = self._out[-1]
             if not last.tool_calls and bool(last.content) == bool(delta.content):
-                self._out[-1] = Delta(content=last.content + delta.content,
-                                      reasoning=last.reasoning + delta.reasoning)
+                last.content += delta.content
+                last.reasoning += delta.reasoning
                 return
         self._out.append(delta)
 
@@ -511,8 +526,7 @@ class StreamParser:
         return self._reasoning if mode == _REASONING else self._content
 
     def _in_envelope(self, text: str, pos: int) -> int:
-        assert self._scanner is not None
-        result = self._scanner.scan(self._view, pos)
+        result = self._scanner.scan(self._view, pos)  # type: ignore[union-attr]
         self._scanned += result.safe - pos
         self._add_body(text[pos: result.safe])
         if result.end is None:

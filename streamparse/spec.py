@@ -26,7 +26,11 @@ def random_id(prefix: str, length: int) -> Callable[[int], str]:
     """An id factory: `prefix` and `length` random alphanumerics (the ordinal is not used)."""
 
     def make(ordinal: int) -> str:
-        return prefix + "".join(secrets.choice(_ALPHANUMERIC) for _ in range(length))
+        # One read of the system's randomness; bytes >= 248 are dropped so each symbol is equally likely.
+        symbols = ""
+        while len(symbols) < length:
+            symbols += "".join(_ALPHANUMERIC[b % 62] for b in secrets.token_bytes(length + 8) if b < 248)
+        return prefix + symbols[:length]
 
     return make
 

@@ -72,7 +72,7 @@ class Message:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ToolCallDelta:
     """A piece of one tool call; the fragments of one `index` join to its `arguments_json`."""
 
@@ -97,7 +97,7 @@ class ToolCallDelta:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Delta:
     """What one step of the stream adds: content, reasoning, or tool-call pieces."""
 

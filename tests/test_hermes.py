@@ -6,9 +6,14 @@ import json
 
 import pytest
 from conftest import FIXTURES, assert_stream_matches, ids, run_stream
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from parsimonious.exceptions import ParseError
 
 import streamparse
 from streamparse import parse
+from streamparse.calls import call_from_members
+from streamparse.grammar import load_grammar
 
 TOOLS = json.loads((FIXTURES / "hermes" / "tools.json").read_text())
 
@@ -194,3 +199,22 @@ def test_a_member_written_twice_rejects_the_call() -> None:
     assert [r.status for r in parse(text).rejected] == ["invalid_json"]
     folded, message = run_stream(list(text), emit_calls="progressive", id_factory=ids)
     assert message.tool_calls == [] and folded.accepted() == []
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(['{', '}', '"name"', '"arguments"', '"f"', ':', ',', ' ', '\n', '[1]', '{}',
+                                 '"a\\"b"', 'null', '1.5', '"}"', 'x']), max_size=16))
+def test_the_fast_path_reads_exactly_what_the_grammar_reads(pieces: list[str]) -> None:
+    from streamparse.families import hermes
+    from streamparse.spec import Envelope
+    from streamparse.validation import ToolSet
+
+    body = "".join(pieces)
+    envelope = Envelope("<tool_call>", body, "</tool_call>", True, False)
+    fast = hermes.parse_envelope(envelope, ToolSet(None))
+    try:
+        tree = load_grammar("hermes").parse(body)
+    except ParseError:
+        assert fast[0].status == "invalid_json"  # type: ignore[union-attr]
+    else:
+        assert fast == [call_from_members(hermes._VISITOR.visit(tree))]

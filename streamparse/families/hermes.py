@@ -8,7 +8,7 @@ from typing import Any
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..calls import call_from_members
+from ..calls import call_from_members, object_members
 from ..grammar import ValueNode, load_grammar
 from ..scanning import JsonAwareScanner
 from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection
@@ -18,6 +18,7 @@ from ..validation import ToolSet
 
 THINK = ("<think>", "</think>")
 OPENER, CLOSER = "<tool_call>", "</tool_call>"
+_JSON_SPACE = " \t\n\r"
 
 
 class _CallVisitor(NodeVisitor):  # type: ignore[misc]
@@ -61,6 +62,11 @@ def parse_envelope(envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         if not envelope.complete:
             return [Rejection(TRUNCATED, ["the output ended right after <tool_call>"])]
         return [Rejection(INVALID_JSON, ["empty <tool_call> envelope"])]
+    # Fast path for the common case, one plain object; the grammar reads everything else.
+    start = len(body) - len(body.lstrip(_JSON_SPACE))
+    found = object_members(body, start)
+    if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
+        return [call_from_members(found[0])]
     try:
         tree = load_grammar("hermes").parse(body)
     except ParseError as error:
