@@ -12,9 +12,12 @@ from typing import Any, TextIO
 
 from .detect import detect_format
 from .engine import StreamParser
-from .registry import formats
+from .registry import formats, get_format
 
 _PACKAGE = Path(__file__).resolve().parent
+
+
+_DEMO = "qwen3_reasoning_two_calls.txt"  # the Hermes demo; other formats show their first fixture
 
 
 class UsageError(Exception):
@@ -114,9 +117,12 @@ def _cmd_detect(opts: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
     """Stream a bundled fixture in 4-character chunks, one delta per line, with visible pacing."""
-    fixture = _fixtures_dir() / opts.format / "qwen3_reasoning_two_calls.txt"
-    if opts.file:
-        fixture = Path(opts.file)
+    try:
+        folder = _fixtures_dir() / get_format(opts.format).name
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    bundled = sorted(folder.glob("*.txt"), key=lambda p: (p.name != _DEMO, p.name))
+    fixture = Path(opts.file) if opts.file else (bundled[0] if bundled else folder / _DEMO)
     if not fixture.is_file():
         raise UsageError(f"no demo fixture at {fixture}; pass a file with --file")
     tools_file = fixture.parent / "tools.json"
