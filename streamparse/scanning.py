@@ -83,35 +83,6 @@ class EnvelopeScanner(Protocol):
     def scan(self, text: str, pos: int) -> ScanResult: ...
 
 
-class PieceScanner(Protocol):
-    """A scanner that reads pieces: `scan(piece)` with positions relative to the piece."""
-
-    def scan(self, text: str) -> ScanResult: ...
-
-
-class Windowed:
-    """Adapts a `PieceScanner` to `EnvelopeScanner`: it is shown windows of the text that grow,
-    so that neither a long envelope nor many short ones cost more than twice their length to copy."""
-
-    FIRST_WINDOW = 1024
-
-    def __init__(self, inner: PieceScanner) -> None:
-        self._inner = inner
-
-    def scan(self, text: str, pos: int) -> ScanResult:
-        window = self.FIRST_WINDOW
-        while True:
-            stop = min(len(text), pos + window)
-            piece = text if pos == 0 and stop == len(text) else text[pos:stop]
-            safe, end = self._inner.scan(piece)
-            if end is not None:
-                return ScanResult(pos + safe, pos + end)
-            if stop == len(text):
-                return ScanResult(pos + safe)
-            pos += safe
-            window *= 2
-
-
 @lru_cache(maxsize=256)
 def delimiters_of(strings: tuple[str, ...]) -> Delimiters:
     """A `Delimiters`, built once per set of strings (scanners are made per envelope)."""

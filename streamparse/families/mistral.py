@@ -32,7 +32,7 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members
 from ..grammar import DECODER, ValueNode, load_grammar
-from ..scanning import Delimiters, ScanResult, Windowed
+from ..scanning import Delimiters, ScanResult
 from ..spec import (
     ArgumentsFragment,
     CallResult,
@@ -151,13 +151,13 @@ class ToolCallsReader:
         self._events.clear()
         return events
 
-    def scan(self, text: str) -> ScanResult:
+    def scan(self, text: str, pos: int = 0) -> ScanResult:
+        """Read `text[pos:]`; positions in the result are absolute (an `EnvelopeScanner`)."""
         if self._state == _DONE:
-            return ScanResult(0, 0)
-        self._skim_budget = 2 * len(text)
+            return ScanResult(pos, pos)
+        self._skim_budget = 2 * (len(text) - pos)
         if self._state == _VALUE and self._objects is not None:
             self._objects.rebase()
-        pos = 0
         while True:
             if self._state == _VALUE:
                 step = self._scan_value(text, pos)
@@ -838,7 +838,7 @@ MISTRAL = FormatSpec(
     aliases=("magistral", "devstral"),
     reasoning=(THINK, THINK_TAGS),
     envelopes=(
-        EnvelopeSpec(openers=(OPENER,), scanner=lambda: Windowed(ToolCallsReader()), streamer=ToolCallsStreamer),
+        EnvelopeSpec(openers=(OPENER,), scanner=ToolCallsReader, streamer=ToolCallsStreamer),
     ),
     parse_envelope=parse_envelope,
     render=render,
