@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from .registry import get_format
-from .scanning import Delimiters, EnvelopeScanner
+from .scanning import Delimiters, EnvelopeScanner, ScanResult
 from .spec import (
     ArgumentsFragment,
     CallResult,
@@ -200,6 +200,9 @@ class StreamParser:
         self._scanned = 0  # characters looked at, re-looks at held-back text included
         self._restored: str | None = None  # the last rejected text put back into content
         self._view = ""
+        # Envelope bodies need no per-piece bookkeeping (fast path in feed): no streamer, no limit,
+        # no look-alikes to blank out.
+        self._plain_body = not self._progressive and max_call_chars is None and not self._require_special
 
         # The open envelope, if any.
         self._envelope: EnvelopeSpec | None = None
@@ -226,7 +229,21 @@ class StreamParser:
 
         A chunk is text, UTF-8 bytes, a `Token`, or a sequence of `Token`s."""
         if chunk.__class__ is str and not self._decoding and not self._closed:  # the common case, first
-            self._run(chunk)
+            text: str = chunk
+            if self._plain_body and self._mode == _ENVELOPE and not self._carry:
+                # Inside a call body with nothing held back: most chunks are all body.
+                result = self._scanner.scan(text, 0)  # type: ignore[union-attr]
+                if result.end is None and result.safe == len(text):
+                    self._body.append(text)
+                    self._body_length += len(text)
+                    self._scanned += len(text)
+                    return []
+                self._view = text
+                pos = self._envelope_result(text, 0, result)
+                if pos < len(text):
+                    self._run(text[pos:])
+                return self._take()
+            self._run(text)
             return self._take()
         if self._closed:
             raise ValueError("feed() after close(): this parser has finished; create a new StreamParser")
@@ -526,7 +543,9 @@ class StreamParser:
         return self._reasoning if mode == _REASONING else self._content
 
     def _in_envelope(self, text: str, pos: int) -> int:
-        result = self._scanner.scan(self._view, pos)  # type: ignore[union-attr]
+        return self._envelope_result(text, pos, self._scanner.scan(self._view, pos))  # type: ignore[union-attr]
+
+    def _envelope_result(self, text: str, pos: int, result: ScanResult) -> int:
         self._scanned += result.safe - pos
         self._add_body(text[pos: result.safe])
         if result.end is None:
