@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,10 +11,13 @@ from hypothesis import settings
 
 import streamparse
 from streamparse.families import FAMILIES
+from streamparse.registry import get_format
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.register_profile("long", max_examples=2000, deadline=None)
+# The recorded fuzz run: about 100,000 examples over tests/test_fuzz.py (17 tests, 6,000 each).
+settings.register_profile("fuzz", max_examples=6000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,3 +78,19 @@ def assert_stream_matches(folded: Folded, message: streamparse.Message) -> None:
     assert folded.content == message.content
     assert folded.reasoning == message.reasoning
     assert folded.accepted() == [(c.id, c.name, c.arguments_json) for c in message.tool_calls]
+
+
+def _nonspace(text: str) -> Counter[str]:
+    return Counter(c for c in text if not c.isspace())
+
+
+def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str) -> None:
+    """Characters missing from the output can only be those of delimiters in the input."""
+    out = message.content + message.reasoning
+    out += "".join(c.raw for c in message.tool_calls) + "".join(r.raw for r in message.rejected)
+    missing = _nonspace(text) - _nonspace(out)
+    allowed: Counter[str] = Counter()
+    for delimiter in get_format(fmt).delimiters:
+        for char, count in _nonspace(delimiter).items():
+            allowed[char] += count * text.count(delimiter)
+    assert not missing - allowed, f"lost {missing - allowed} of {text!r}"

@@ -7,10 +7,8 @@ CI runs the `ci` hypothesis profile; `HYPOTHESIS_PROFILE=long pytest tests/test_
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
-from conftest import FORMAT_NAMES, assert_stream_matches, fold, ids
+from conftest import FORMAT_NAMES, assert_nothing_lost, assert_stream_matches, fold, ids
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -39,21 +37,6 @@ def _tokens(fmt: str) -> st.SearchStrategy[list[Token]]:
     return st.lists(st.one_of(plain, plain, special), max_size=24)
 
 
-def _nonspace(text: str) -> Counter[str]:
-    return Counter(c for c in text if not c.isspace())
-
-
-def _check_nothing_lost(text: str, message: streamparse.Message, fmt: str) -> None:
-    out = message.content + message.reasoning
-    out += "".join(c.raw for c in message.tool_calls) + "".join(r.raw for r in message.rejected)
-    missing = _nonspace(text) - _nonspace(out)
-    allowed: Counter[str] = Counter()
-    for delimiter in get_format(fmt).delimiters:
-        for char, count in _nonspace(delimiter).items():
-            allowed[char] += count * text.count(delimiter)
-    assert not missing - allowed, f"lost {missing - allowed}"
-
-
 def _run(chunks: list[object], fmt: str, **kwargs: object) -> tuple[StreamParser, list[streamparse.Delta]]:
     parser = StreamParser(fmt, id_factory=ids, **kwargs)  # type: ignore[arg-type]
     deltas = [d for chunk in chunks for d in parser.feed(chunk)]  # type: ignore[arg-type]
@@ -73,7 +56,7 @@ def test_fuzz_text(fmt: str, data: st.DataObject) -> None:
                "tool_calls_in_reasoning": data.draw(st.sampled_from(["ignore", "extract"])),
                "tools": data.draw(st.sampled_from([None, [{"name": "f", "parameters": {"type": "object"}}]]))}
     whole, _ = _run([text], fmt, **options)
-    _check_nothing_lost(text, whole.message, fmt)
+    assert_nothing_lost(text, whole.message, fmt)
     sizes = data.draw(st.lists(st.integers(1, 9), min_size=1, max_size=8))
     chunks, pos, k = [], 0, 0
     while pos < len(text):
@@ -102,7 +85,7 @@ def test_fuzz_bytes(fmt: str, raw: list[bytes]) -> None:
 def test_fuzz_tokens(fmt: str, data: st.DataObject) -> None:
     tokens = data.draw(_tokens(fmt))
     whole, _ = _run([tokens], fmt, special_tokens="require")
-    _check_nothing_lost("".join(t.text for t in tokens), whole.message, fmt)
+    assert_nothing_lost("".join(t.text for t in tokens), whole.message, fmt)
     one_by_one, deltas = _run(list(tokens), fmt, special_tokens="require", emit_calls="progressive")
     assert one_by_one.message == whole.message
     assert_stream_matches(fold(deltas), whole.message)

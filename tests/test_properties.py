@@ -8,10 +8,9 @@
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 
 import pytest
-from conftest import FORMAT_NAMES, assert_stream_matches, ids, run_stream
+from conftest import FORMAT_NAMES, assert_nothing_lost, assert_stream_matches, ids, run_stream
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -49,22 +48,6 @@ def _noise(fmt: str) -> st.SearchStrategy[str]:
                          "\n\n", "  ", "{{", "}}"]),
     )
     return st.lists(pieces, max_size=14).map("".join)
-
-
-def _nonspace(text: str) -> Counter[str]:
-    return Counter(c for c in text if not c.isspace())
-
-
-def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str) -> None:
-    """Characters missing from the output can only be those of delimiters in the input."""
-    out = message.content + message.reasoning
-    out += "".join(c.raw for c in message.tool_calls) + "".join(r.raw for r in message.rejected)
-    missing = _nonspace(text) - _nonspace(out)
-    allowed: Counter[str] = Counter()
-    for delimiter in get_format(fmt).delimiters:
-        for char, count in _nonspace(delimiter).items():
-            allowed[char] += count * text.count(delimiter)
-    assert not missing - allowed, f"lost {missing - allowed} of {text!r}"
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
