@@ -64,6 +64,7 @@ class _Region:
     kind: str
     parts: list[str] = field(default_factory=list)
     pending_ws: list[str] = field(default_factory=list)
+    pending_length: int = 0  # len("".join(pending_ws)), kept as it changes
 
     @property
     def started(self) -> bool:
@@ -304,8 +305,10 @@ class StreamParser:
     @property
     def held_back(self) -> int:
         """Characters outside envelopes received but not yet emitted (delimiter prefix + whitespace)."""
+        if self._closed:
+            return 0
         region = self._region()
-        pending = sum(map(len, region.pending_ws)) if region is not None else 0
+        pending = region.pending_length if region is not None else 0
         return len(self._carry) + pending if self._mode != _ENVELOPE else 0
 
     @property
@@ -427,6 +430,7 @@ class StreamParser:
         found = match.group()
         if self._mode == _REASONING and found in self._reasoning_closers:
             self._reasoning.pending_ws.clear()
+            self._reasoning.pending_length = 0
             self._mode = _CONTENT
         else:
             self._open(found, return_mode=self._mode)
@@ -443,12 +447,14 @@ class StreamParser:
                 if region.pending_ws:
                     head = "".join(region.pending_ws) + head
                     region.pending_ws.clear()
+                    region.pending_length = 0
             else:
                 head = head.lstrip()
             region.parts.append(head)
             self._push(Delta(content=head) if region.kind == "content" else Delta(reasoning=head))
         if end < len(text) and region.started:
             region.pending_ws.append(text[end:])
+            region.pending_length += len(text) - end
 
     def _push(self, delta: Delta) -> None:
         """Append a delta, merging text with the previous delta of the same kind (not yet handed out)."""
@@ -528,8 +534,9 @@ class StreamParser:
 
     def _flush_wrapper_junk(self) -> None:
         """Text before the first call of a wrapper is reported, not silently dropped."""
-        raw = "".join(self._wrapper_raw)
-        if raw.strip() and len(self._wrapper_raw) > 1 and raw[len(self._wrapper_raw[0]):].strip():
+        opener, *text = self._wrapper_raw or [""]
+        if "".join(text).strip():
+            raw = opener + "".join(text)
             self._reject_raw(INVALID_JSON, ["text inside the call block that is not a call"], raw)
         self._wrapper_raw = []
 
