@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from .detect import thinking_forced_open as ends_inside_reasoning
 from .registry import get_format
 from .scanning import Delimiters, EnvelopeScanner, ScanResult
 from .spec import (
@@ -185,8 +186,6 @@ class StreamParser:
         self._mode = _START
         self._forced = thinking_forced_open
         if prompt is not None:
-            from .detect import thinking_forced_open as ends_inside_reasoning
-
             self._forced = thinking_forced_open or ends_inside_reasoning(prompt, self._spec.name)
         self._carry = ""
         self._content = _Region("content")
