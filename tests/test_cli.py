@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,16 @@ def test_stream_flushes_deltas_as_input_arrives() -> None:
     assert SCRIPT is not None
     proc = subprocess.Popen([SCRIPT, "stream"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write("Hello there")
-    proc.stdin.flush()
-    first = proc.stdout.readline()  # arrives before stdin is closed
-    proc.stdin.close()
-    proc.wait(timeout=30)
+    watchdog = threading.Timer(30, proc.kill)  # a regression must fail the test, not hang it
+    watchdog.start()
+    try:
+        proc.stdin.write("Hello there")
+        proc.stdin.flush()
+        first = proc.stdout.readline()  # arrives before stdin is closed
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    finally:
+        watchdog.cancel()
     assert json.loads(first) == {"content": "Hello there"}
 
 
