@@ -13,7 +13,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .scanning import EnvelopeScanner
 from .types import Message
@@ -78,8 +78,7 @@ class Rejection:
 CallResult = ParsedCall | Rejection
 
 
-@dataclass(frozen=True)
-class CallStart:
+class CallStart(NamedTuple):
     """Progressive mode: call `k` of the envelope has a complete name (and maybe a model id)."""
 
     k: int
@@ -87,9 +86,9 @@ class CallStart:
     id: str | None = None
 
 
-@dataclass(frozen=True)
-class ArgumentsFragment:
-    """Progressive mode: more of call `k`'s `arguments_json`."""
+class ArgumentsFragment(NamedTuple):
+    """Progressive mode: more of call `k`'s `arguments_json`. (Events are tuples: one is made per
+    streamed piece, and a tuple costs a third of a frozen dataclass.)"""
 
     k: int
     text: str
