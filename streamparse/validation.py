@@ -101,7 +101,10 @@ class ToolSet:
             known = ", ".join(sorted(self.schemas)) or "none"
             return UNKNOWN_TOOL, [f"no tool named {name!r} was offered (offered: {known})"]
         schema = self.schemas[name]
-        errors = [e for e in self._validators[name].iter_errors(arguments) if not _optional_null(e, schema)]
+        try:
+            errors = [e for e in self._validators[name].iter_errors(arguments) if not _optional_null(e, schema)]
+        except RecursionError:  # a recursive schema over arguments nested deeper than Python's stack
+            return SCHEMA_VIOLATION, ["$: the arguments nest too deeply to be checked against the schema"]
         errors.sort(key=lambda e: [str(p) for p in e.path])
         if errors:
             return SCHEMA_VIOLATION, [f"{e.json_path}: {e.message}" for e in errors]

@@ -112,3 +112,19 @@ def test_token_aware_mode_needs_a_format_with_special_tokens() -> None:
 def test_policy_misuse(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         streamparse.StreamParser(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_arguments_too_deep_for_a_recursive_schema_are_rejected_not_raised(fmt: str) -> None:
+    tools = [{"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"$ref": "#/$defs/n"}},
+        "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}}]
+    deep: list[object] = []
+    for _ in range(180):  # within what every format's reader keeps as JSON data
+        deep = [deep]
+    text = wire(fmt, ("lookup", {"q": deep}))
+    message = streamparse.parse(text, fmt, tools=tools)
+    assert len(message.tool_calls) + len(message.rejected) == 1
+    deeper = wire(fmt, ("lookup", {"q": "x"})).replace('"x"', "[" * 900 + "]" * 900)
+    message = streamparse.parse(deeper, fmt, tools=tools)  # must not raise
+    assert len(message.tool_calls) + len(message.rejected) >= 1
