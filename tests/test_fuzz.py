@@ -17,6 +17,17 @@ from streamparse import StreamParser, Token
 from streamparse.registry import get_format
 
 
+# No tools; any arguments; typed and recursive schemas (typing by schema, deep validation).
+TOOL_CHOICES = [
+    None,
+    [{"name": "f", "parameters": {"type": "object"}}],
+    [{"name": "f", "parameters": {
+        "type": "object", "required": ["a"],
+        "properties": {"a": {"type": ["integer", "null"]}, "x": {"type": "boolean"}, "n": {"$ref": "#/$defs/n"}},
+        "$defs": {"n": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#/$defs/n"}}]}}}}],
+]
+
+
 def _fragments(fmt: str) -> st.SearchStrategy[str]:
     spec = get_format(fmt)
     tags = list(spec.delimiters) + list(spec.reserved)
@@ -54,7 +65,7 @@ def test_fuzz_text(fmt: str, data: st.DataObject) -> None:
     text = "".join(data.draw(st.lists(_fragments(fmt), max_size=30)))
     options = {"thinking_forced_open": data.draw(st.booleans()),
                "tool_calls_in_reasoning": data.draw(st.sampled_from(["ignore", "extract"])),
-               "tools": data.draw(st.sampled_from([None, [{"name": "f", "parameters": {"type": "object"}}]]))}
+               "tools": data.draw(st.sampled_from(TOOL_CHOICES))}
     whole, _ = _run([text], fmt, **options)
     assert_nothing_lost(text, whole.message, fmt)
     sizes = data.draw(st.lists(st.integers(1, 9), min_size=1, max_size=8))
