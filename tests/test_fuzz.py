@@ -16,7 +16,6 @@ import streamparse
 from streamparse import StreamParser, Token
 from streamparse.registry import get_format
 
-
 # No tools; any arguments; typed and recursive schemas (typing by schema, deep validation).
 TOOL_CHOICES = [
     None,
