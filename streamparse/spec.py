@@ -35,6 +35,11 @@ def random_id(prefix: str, length: int) -> Callable[[int], str]:
     return make
 
 
+def reasoning_block(message: Message, tags: tuple[str, str] = ("<think>", "</think>")) -> str:
+    """How the Qwen/DeepSeek templates write reasoning before the answer: `<think>⏎R⏎</think>⏎⏎`."""
+    return f"{tags[0]}\n{message.reasoning}\n{tags[1]}\n\n" if message.reasoning else ""
+
+
 # Default ids: `call_` + 24 alphanumerics (OpenAI's shape).
 openai_id = random_id("call_", 24)
 

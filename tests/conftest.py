@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -94,3 +95,18 @@ def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str) -> No
         for char, count in _nonspace(delimiter).items():
             allowed[char] += count * text.count(delimiter)
     assert not missing - allowed, f"lost {missing - allowed} of {text!r}"
+
+
+def assert_every_mode_agrees(data: object, text: str, fmt: str, tools: object) -> streamparse.Message:
+    """Both emit modes, under a drawn splitting, give parse(text); accepted calls' JSON reads back."""
+    from streamparse.testing import splittings
+
+    parsed = streamparse.parse(text, fmt, tools=tools, id_factory=ids)  # type: ignore[arg-type]
+    for emit in ("validated", "progressive"):
+        chunks = data.draw(splittings(text))  # type: ignore[attr-defined]
+        folded, streamed = run_stream(chunks, format=fmt, tools=tools, emit_calls=emit, id_factory=ids)
+        assert streamed == parsed
+        assert_stream_matches(folded, parsed)
+    for accepted in parsed.tool_calls:
+        assert json.loads(accepted.arguments_json) == accepted.arguments
+    return parsed

@@ -6,12 +6,11 @@ import json
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, assert_stream_matches, fold, ids, run_stream
+from conftest import FIXTURES, assert_every_mode_agrees, assert_stream_matches, fold, ids, run_stream
 from hypothesis import given
 from hypothesis import strategies as st
 
 import streamparse
-from streamparse.testing import splittings
 
 FORMAT = "deepseek_v3_2"
 TOOLS = json.loads((FIXTURES / FORMAT / "tools.json").read_text())
@@ -269,11 +268,4 @@ def test_typed_calls_stream_the_same_under_any_chunking(data: st.DataObject) -> 
         params += param(key, data.draw(_VALUES), string).removesuffix(f"</{D}parameter>\n") + closing
     closer = data.draw(st.sampled_from([f"</{D}invoke>\n</{D}function_calls>", f"</{D}tool_calls>", ""]))
     text = f'Looking.\n\n<{D}function_calls>\n<{D}invoke name="search">\n{params}{closer}'
-    parsed = parse(text, tools=TOOLS)
-    for emit in ("validated", "progressive"):
-        folded, streamed = run_stream(data.draw(splittings(text)), format=FORMAT, tools=TOOLS, emit_calls=emit,
-                                      id_factory=ids)
-        assert streamed == parsed
-        assert_stream_matches(folded, parsed)
-    for accepted in parsed.tool_calls:
-        assert json.loads(accepted.arguments_json) == accepted.arguments
+    assert_every_mode_agrees(data, text, FORMAT, TOOLS)

@@ -6,12 +6,11 @@ import json
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, assert_stream_matches, fold, ids, run_stream
+from conftest import FIXTURES, assert_every_mode_agrees, assert_stream_matches, fold, ids, run_stream
 from hypothesis import given
 from hypothesis import strategies as st
 
 import streamparse
-from streamparse.testing import splittings
 
 FORMAT = "qwen3_coder"
 TOOLS = json.loads((FIXTURES / FORMAT / "tools.json").read_text())
@@ -383,11 +382,4 @@ def test_typed_calls_stream_the_same_under_any_chunking(data: st.DataObject) -> 
         params += f"<parameter={key}>\n{written}{closing}{data.draw(st.sampled_from(['', chr(10), ' ']))}"
     closer = data.draw(st.sampled_from(["</function>\n</tool_call>", "</function>\n</tool_call>", "</tool_call>", ""]))
     text = f"Calling.\n<tool_call>\n<function=lookup>\n{params}{closer}"
-    parsed = parse(text, tools=TOOLS)
-    for emit in ("validated", "progressive"):
-        folded, streamed = run_stream(data.draw(splittings(text)), format=FORMAT, tools=TOOLS, emit_calls=emit,
-                                      id_factory=ids)
-        assert streamed == parsed
-        assert_stream_matches(folded, parsed)
-    for accepted in parsed.tool_calls:
-        assert json.loads(accepted.arguments_json) == accepted.arguments
+    assert_every_mode_agrees(data, text, FORMAT, TOOLS)

@@ -32,6 +32,7 @@ from ..spec import (
     Rejection,
     StreamEvent,
     WrapperSpec,
+    reasoning_block,
 )
 from ..types import INVALID_JSON, TRUNCATED, Message
 from ..validation import ToolSet
@@ -252,8 +253,7 @@ def _arguments_text(arguments: dict[str, Any]) -> str:
 
 def render_r1(message: Message) -> str:
     """The message as DeepSeek R1 / V3 writes it (the V3-0324 template's layout)."""
-    out = f"<think>\n{message.reasoning}\n</think>\n\n" if message.reasoning else ""
-    out += message.content
+    out = reasoning_block(message) + message.content
     if message.tool_calls:
         calls = "\n".join(
             f"{CALL_BEGIN}function{SEP}{call.name}\n```json\n{_arguments_text(call.arguments)}\n```{CALL_END}"

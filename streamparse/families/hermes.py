@@ -11,7 +11,7 @@ from parsimonious.nodes import Node, NodeVisitor
 from ..calls import call_from_members, object_members
 from ..grammar import ValueNode, load_grammar
 from ..scanning import JsonAwareScanner
-from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection
+from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection, reasoning_block
 from ..streaming import JsonObjectCallStreamer
 from ..types import INVALID_JSON, TRUNCATED, Message
 from ..validation import ToolSet
@@ -83,10 +83,7 @@ def _describe(error: ParseError, body: str) -> str:
 
 def render(message: Message) -> str:
     """The message as a Hermes/Qwen model writes it."""
-    out = ""
-    if message.reasoning:
-        out += f"<think>\n{message.reasoning}\n</think>\n\n"
-    out += message.content
+    out = reasoning_block(message) + message.content
     for call in message.tool_calls:
         payload = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
         out += ("\n" if out else "") + f"{OPENER}\n{payload}\n{CLOSER}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..spec import EnvelopeSpec, FormatSpec, WrapperSpec
+from ..spec import EnvelopeSpec, FormatSpec, WrapperSpec, reasoning_block
 from ..types import Message
 from ..xml_params import XmlDialect
 
@@ -36,10 +36,7 @@ def _text(value: Any) -> str:
 
 def render(message: Message) -> str:
     """The message as Qwen3-Coder's chat template writes it (non-strings as JSON)."""
-    out = ""
-    if message.reasoning:
-        out += f"<think>\n{message.reasoning}\n</think>\n\n"
-    out += message.content
+    out = reasoning_block(message) + message.content
     for call in message.tool_calls:
         params = "".join(f"{PARAM_OPENER}{key}>\n{_text(value)}\n{PARAM_CLOSER}\n"
                          for key, value in call.arguments.items())
