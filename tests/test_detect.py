@@ -25,6 +25,15 @@ EXPECTED = {
     "QwQ-32B.jinja": "hermes", "Qwen2.5-7B-Instruct.jinja": "hermes", "Qwen3-0.6B.jinja": "hermes",
     "Qwen3-8B.jinja": "hermes", "Qwen3-Coder-30B-A3B-Instruct.jinja": "qwen3_coder",
     "Qwen3-Coder-30B-A3B-Instruct-2025-07-31.jinja": "qwen3_coder",
+    # Second wave (cases_new_families.json, cases_more.json).
+    "gpt-oss-120b.jinja": "gpt_oss", "GLM-4.5.jinja": "glm45", "GLM-4.6.jinja": "glm45", "GLM-4.7.jinja": "glm45",
+    "Kimi-K2-Instruct.jinja": "kimi_k2", "Kimi-K2-Thinking.jinja": "kimi_k2", "MiniMax-M2.jinja": "minimax_m2",
+    "Seed-OSS-36B-Instruct.jinja": "seed_oss", "Apertus-8B-Instruct-2509.jinja": "apertus",
+    "LFM2-8B-A1B.jinja": "lfm2", "LFM2.5-8B-A1B.jinja": "lfm2", "Llama-3.1-8B-Instruct.jinja": "llama3_json",
+    "Llama-3.2-3B-Instruct.jinja": "llama3_json", "Llama-3.3-70B-Instruct.jinja": "llama3_json", "Llama-4-Scout-17B-16E-Instruct.jinja": "llama3_json",
+    "NVIDIA-Nemotron-3-Nano-30B-A3B.jinja": "qwen3_coder", "NVIDIA-Nemotron-Nano-9B-v2.jinja": "nemotron",
+    "c4ai-command-r7b-12-2024-tool_use.jinja": "command_r7b", "granite-3.3-2b-instruct.jinja": "granite",
+    "granite-4.0-llamacpp.jinja": "hermes",
 }
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral",
                 "mistral_call_id": "mistral", "mistral_args": "mistral"}
@@ -37,6 +46,8 @@ HERMES_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content
 @shared
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_real_template_is_detected(name: str) -> None:
+    if EXPECTED[name] not in streamparse.formats():
+        pytest.skip(f"format {EXPECTED[name]} is not read yet")
     path = TEMPLATES / name
     assert detect_format(path.read_text()) == EXPECTED[name]
     assert detect_format(path) == EXPECTED[name]
