@@ -9,12 +9,14 @@ from __future__ import annotations
 from .api import astream, parse, render, stream
 from .detect import detect_format, thinking_forced_open
 from .engine import StreamParser
+from .options import Options
 from .registry import formats
 from .types import Delta, Message, RejectedCall, Token, ToolCall, ToolCallDelta
 
 __all__ = [
     "Delta",
     "Message",
+    "Options",
     "RejectedCall",
     "StreamParser",
     "Token",

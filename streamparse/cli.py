@@ -8,10 +8,11 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, get_args
 
 from .detect import detect_format
 from .engine import StreamParser
+from .options import OPTION_HELP, EmitCalls, OnRejected, Options, SpecialTokens, ToolCallsInReasoning
 from .registry import formats, get_format
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -43,10 +44,49 @@ def _load_tools(path: str | None) -> list[dict[str, Any]] | None:
     return tools
 
 
+def add_option_flags(sub: argparse.ArgumentParser) -> None:
+    """A flag for every parser option (`options.OPTION_HELP`), so every command that parses takes them all."""
+    sub.add_argument("--format", "-f", default="hermes", help=OPTION_HELP["format"])
+    sub.add_argument("--tools", help="JSON file with the tools list (OpenAI shape) to check calls against")
+    sub.add_argument("--forced-open", action="store_true", help=OPTION_HELP["thinking_forced_open"])
+    sub.add_argument("--prompt", help=OPTION_HELP["prompt"] + " (the text itself; @FILE reads a file)")
+    sub.add_argument("--emit", choices=get_args(EmitCalls), default="validated", help=OPTION_HELP["emit_calls"])
+    sub.add_argument("--tool-calls-in-reasoning", choices=get_args(ToolCallsInReasoning), default="ignore",
+                     help=OPTION_HELP["tool_calls_in_reasoning"])
+    sub.add_argument("--on-rejected", choices=get_args(OnRejected), default="report", help=OPTION_HELP["on_rejected"])
+    sub.add_argument("--max-call-chars", type=int, help=OPTION_HELP["max_call_chars"])
+    sub.add_argument("--special-tokens", choices=get_args(SpecialTokens), default="ignore",
+                     help=OPTION_HELP["special_tokens"] + "; the CLI reads plain text, so with 'require' "
+                          "nothing counts as a delimiter")
+    sub.add_argument("--ids", choices=("random", "ordinal"), default="random",
+                     help="id_factory: random OpenAI-shaped ids, or call_0, call_1, ... (reproducible output)")
+
+
+def _ordinal_id(ordinal: int) -> str:
+    return f"call_{ordinal}"
+
+
+def options_from_flags(opts: argparse.Namespace) -> Options:
+    """The `Options` the flags of `add_option_flags` say; misuse is a `UsageError`."""
+    prompt = opts.prompt
+    try:
+        if prompt is not None and prompt.startswith("@"):
+            prompt = Path(prompt[1:]).read_text(encoding="utf-8")
+        return Options(
+            format=opts.format, tools=_load_tools(opts.tools), thinking_forced_open=opts.forced_open,
+            emit_calls=opts.emit, tool_calls_in_reasoning=opts.tool_calls_in_reasoning, prompt=prompt,
+            on_rejected=opts.on_rejected, max_call_chars=opts.max_call_chars, special_tokens=opts.special_tokens,
+            id_factory=_ordinal_id if opts.ids == "ordinal" else None,
+        )
+    except OSError as error:
+        raise UsageError(f"cannot read --prompt file: {error}") from None
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
+
+
 def _parser(opts: argparse.Namespace) -> StreamParser:
     try:
-        return StreamParser(opts.format, _load_tools(opts.tools), opts.forced_open, emit_calls=opts.emit,
-                            prompt=opts.prompt)
+        return StreamParser.from_options(options_from_flags(opts))
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None
 
@@ -148,12 +188,7 @@ def build_argparser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--format", "-f", default="hermes", help="wire format (see `streamparse formats`)")
-        sub.add_argument("--tools", help="JSON file with the tools list (OpenAI shape) to check calls against")
-        sub.add_argument("--forced-open", action="store_true", help="the prompt ended inside a reasoning block")
-        sub.add_argument("--prompt", help="the rendered prompt text: decides --forced-open from it")
-        sub.add_argument("--emit", choices=("validated", "progressive"), default="validated",
-                         help="when tool-call deltas are sent")
+        add_option_flags(sub)
         sub.add_argument("--strict", action="store_true", help="exit 1 when any call was rejected")
 
     parse_cmd = commands.add_parser("parse", help="parse a finished output (file or stdin) into a message")

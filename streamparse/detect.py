@@ -75,11 +75,4 @@ def thinking_forced_open(prompt: str, format: str = "hermes") -> bool:
     and has no opening tag."""
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be the rendered prompt text (str), got {type(prompt).__name__}")
-    last_open = -1
-    closer_after = False
-    for opener, closer in get_format(format).reasoning:
-        position = prompt.rfind(opener)
-        if position > last_open:
-            last_open = position
-            closer_after = prompt.find(closer, position + len(opener)) != -1
-    return last_open != -1 and not closer_after
+    return get_format(format).ends_inside_reasoning(prompt)

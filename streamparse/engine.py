@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
-from .detect import thinking_forced_open as ends_inside_reasoning
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+from .options import OptionFields, Options, ToolsLike, make_options
 from .registry import get_format
 from .scanning import Delimiters, EnvelopeScanner, ScanResult
 from .spec import (
@@ -44,18 +47,8 @@ from .types import (
 )
 from .validation import ToolSet
 
-EMIT_MODES = ("validated", "progressive")
-REASONING_POLICIES = ("ignore", "extract")
-REJECTED_POLICIES = ("report", "content")
-SPECIAL_TOKEN_MODES = ("ignore", "require")
-
 _START, _REASONING, _CONTENT, _WRAPPER, _ENVELOPE = "start", "reasoning", "content", "wrapper", "envelope"
 _NON_SPACE = re.compile(r"\S")  # the same characters str.strip() keeps
-
-
-def _check_choice(name: str, value: object, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
 
 
 @dataclass
@@ -128,35 +121,32 @@ class StreamParser:
     def __init__(
         self,
         format: str = "hermes",
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tools: ToolsLike = None,
         thinking_forced_open: bool = False,
-        *,
-        emit_calls: str = "validated",
-        tool_calls_in_reasoning: str = "ignore",
-        id_factory: Callable[[int], str] | None = None,
-        prompt: str | None = None,
-        on_rejected: str = "report",
-        max_call_chars: int | None = None,
-        special_tokens: str = "ignore",
+        **options: Unpack[OptionFields],
     ) -> None:
-        _check_choice("emit_calls", emit_calls, EMIT_MODES)
-        _check_choice("tool_calls_in_reasoning", tool_calls_in_reasoning, REASONING_POLICIES)
-        _check_choice("on_rejected", on_rejected, REJECTED_POLICIES)
-        _check_choice("special_tokens", special_tokens, SPECIAL_TOKEN_MODES)
-        if max_call_chars is not None and (isinstance(max_call_chars, bool) or not isinstance(max_call_chars, int)
-                                           or max_call_chars < 1):
-            raise ValueError(f"max_call_chars must be a positive int or None; got {max_call_chars!r}")
-        if id_factory is not None and not callable(id_factory):
-            raise TypeError("id_factory must be a callable taking the call's ordinal and returning an id")
-        self._spec: FormatSpec = get_format(format)
-        self._tools = ToolSet(tools)
-        self._progressive = emit_calls == "progressive"
-        self._extract = tool_calls_in_reasoning == "extract"
-        self._id_factory = id_factory or self._spec.id_factory
+        self._setup(make_options(format, tools, thinking_forced_open, options))
+
+    @classmethod
+    def from_options(cls, options: Options) -> StreamParser:
+        """A parser for options checked once (a server shares one `Options` across requests)."""
+        if not isinstance(options, Options):
+            raise TypeError(f"from_options takes a streamparse.Options, got {type(options).__name__}")
+        parser = cls.__new__(cls)
+        parser._setup(options)
+        return parser
+
+    def _setup(self, options: Options) -> None:
+        self.options = options
+        self._spec: FormatSpec = get_format(options.format)
+        self._tools = ToolSet(options.tools)
+        self._progressive = options.emit_calls == "progressive"
+        self._extract = options.tool_calls_in_reasoning == "extract"
+        self._id_factory = options.id_factory or self._spec.id_factory
         self._ids_used: set[str] = set()
-        self._rejected_to_content = on_rejected == "content"
-        self._max_call_chars = max_call_chars
-        self._require_special = special_tokens == "require"
+        self._rejected_to_content = options.on_rejected == "content"
+        max_call_chars = self._max_call_chars = options.max_call_chars
+        self._require_special = options.special_tokens == "require"
         if self._require_special and not self._spec.special:
             raise ValueError(f"format {self._spec.name!r} declares no special tokens, so token-aware mode cannot "
                              "tell its delimiters from text; use special_tokens='ignore'")
@@ -184,9 +174,8 @@ class StreamParser:
         self._message: Message | None = None
 
         self._mode = _START
-        self._forced = thinking_forced_open
-        if prompt is not None:
-            self._forced = thinking_forced_open or ends_inside_reasoning(prompt, self._spec.name)
+        self._forced = options.thinking_forced_open or (
+            options.prompt is not None and self._spec.ends_inside_reasoning(options.prompt))
         self._carry = ""
         self._content = _Region("content")
         self._reasoning = _Region("reasoning")

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 from .engine import StreamParser
+from .options import OptionFields, ToolsLike
 from .types import Delta, Message
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["chat_chunks", "chat_message"]
 
@@ -74,12 +78,6 @@ class _ChunkMaker:
         return self.chunk({}, reason)
 
 
-def _parser(format: str, tools: Sequence[Mapping[str, Any]] | None, thinking_forced_open: bool,
-            prompt: str | None, emit_calls: str, id_factory: Callable[[int], str] | None) -> StreamParser:
-    return StreamParser(format, tools, thinking_forced_open, emit_calls=emit_calls, prompt=prompt,
-                        id_factory=id_factory)
-
-
 def _sync(stream: Iterable[Any], parser: StreamParser, maker: _ChunkMaker) -> Iterator[dict[str, Any]]:
     yield maker.chunk({"role": "assistant", "content": ""})
     upstream = None
@@ -106,16 +104,14 @@ async def _async(stream: AsyncIterable[Any], parser: StreamParser, maker: _Chunk
 
 @overload
 def chat_chunks(completion_stream: AsyncIterable[Any], format: str = ..., *, model: str = ...,
-                tools: Sequence[Mapping[str, Any]] | None = ..., thinking_forced_open: bool = ...,
-                prompt: str | None = ..., emit_calls: str = ..., completion_id: str | None = ...,
-                id_factory: Callable[[int], str] | None = ...) -> AsyncIterator[dict[str, Any]]: ...
+                tools: ToolsLike = ..., thinking_forced_open: bool = ..., completion_id: str | None = ...,
+                **options: Unpack[OptionFields]) -> AsyncIterator[dict[str, Any]]: ...
 
 
 @overload
 def chat_chunks(completion_stream: Iterable[Any], format: str = ..., *, model: str = ...,
-                tools: Sequence[Mapping[str, Any]] | None = ..., thinking_forced_open: bool = ...,
-                prompt: str | None = ..., emit_calls: str = ..., completion_id: str | None = ...,
-                id_factory: Callable[[int], str] | None = ...) -> Iterator[dict[str, Any]]: ...
+                tools: ToolsLike = ..., thinking_forced_open: bool = ..., completion_id: str | None = ...,
+                **options: Unpack[OptionFields]) -> Iterator[dict[str, Any]]: ...
 
 
 def chat_chunks(
@@ -123,18 +119,17 @@ def chat_chunks(
     format: str = "hermes",
     *,
     model: str = "",
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: ToolsLike = None,
     thinking_forced_open: bool = False,
-    prompt: str | None = None,
-    emit_calls: str = "validated",
     completion_id: str | None = None,
-    id_factory: Callable[[int], str] | None = None,
+    **options: Unpack[OptionFields],
 ) -> Iterator[dict[str, Any]] | AsyncIterator[dict[str, Any]]:
     """`chat.completion.chunk` dicts for a raw completion stream (sync or async iterator).
 
     First a role delta, then content / `reasoning_content` / `tool_calls` deltas, last an empty
-    delta with `finish_reason`: `"tool_calls"` when calls were made, else the upstream reason."""
-    parser = _parser(format, tools, thinking_forced_open, prompt, emit_calls, id_factory)
+    delta with `finish_reason`: `"tool_calls"` when calls were made, else the upstream reason.
+    Takes every parser option (`emit_calls`, `prompt`, `on_rejected`, ...)."""
+    parser = StreamParser(format, tools, thinking_forced_open, **options)
     maker = _ChunkMaker(model, completion_id)
     if isinstance(completion_stream, AsyncIterable):
         return _async(completion_stream, parser, maker)
@@ -147,14 +142,15 @@ def chat_message(
     completion: Any,
     format: str = "hermes",
     *,
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: ToolsLike = None,
     thinking_forced_open: bool = False,
-    prompt: str | None = None,
-    id_factory: Callable[[int], str] | None = None,
+    **options: Unpack[OptionFields],
 ) -> dict[str, Any]:
-    """The OpenAI assistant message for a finished completion (its text, or a completion object/dict)."""
+    """The OpenAI assistant message for a finished completion (its text, or a completion object/dict).
+
+    Takes every parser option; `emit_calls` makes no difference to a finished message."""
     text, _ = _piece(completion)
-    parser = _parser(format, tools, thinking_forced_open, prompt, "validated", id_factory)
+    parser = StreamParser(format, tools, thinking_forced_open, **options)
     parser.feed(text)
     parser.close()
     message: Message = parser.message

@@ -147,6 +147,17 @@ class FormatSpec:
     # Argument values are untyped text (XML formats): generated messages use string values only.
     untyped_values: bool = False
 
+    def ends_inside_reasoning(self, prompt: str) -> bool:
+        """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed)."""
+        last_open = -1
+        closer_after = False
+        for opener, closer in self.reasoning:
+            position = prompt.rfind(opener)
+            if position > last_open:
+                last_open = position
+                closer_after = prompt.find(closer, position + len(opener)) != -1
+        return last_open != -1 and not closer_after
+
     @property
     def delimiters(self) -> tuple[str, ...]:
         """Every delimiter the format reads, for tests and tooling."""

@@ -30,8 +30,10 @@ EXPECTED = {
     "Kimi-K2-Instruct.jinja": "kimi_k2", "Kimi-K2-Thinking.jinja": "kimi_k2", "MiniMax-M2.jinja": "minimax_m2",
     "Seed-OSS-36B-Instruct.jinja": "seed_oss", "Apertus-8B-Instruct-2509.jinja": "apertus",
     "LFM2-8B-A1B.jinja": "lfm2", "LFM2.5-8B-A1B.jinja": "lfm2", "Llama-3.1-8B-Instruct.jinja": "llama3_json",
-    "Llama-3.2-3B-Instruct.jinja": "llama3_json", "Llama-3.3-70B-Instruct.jinja": "llama3_json", "Llama-4-Scout-17B-16E-Instruct.jinja": "llama3_json",
-    "NVIDIA-Nemotron-3-Nano-30B-A3B.jinja": "qwen3_coder", "NVIDIA-Nemotron-Nano-9B-v2.jinja": "nemotron",
+    "Llama-3.2-3B-Instruct.jinja": "llama3_json", "Llama-3.3-70B-Instruct.jinja": "llama3_json",
+    "Llama-4-Scout-17B-16E-Instruct.jinja": "llama3_json",
+    "NVIDIA-Nemotron-3-Nano-30B-A3B.jinja": "qwen3_coder",
+    "NVIDIA-Nemotron-Nano-9B-v2.jinja": "nemotron",
     "c4ai-command-r7b-12-2024-tool_use.jinja": "command_r7b", "granite-3.3-2b-instruct.jinja": "granite",
     "granite-4.0-llamacpp.jinja": "hermes",
 }

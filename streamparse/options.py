@@ -1,0 +1,104 @@
+"""Every parser option, declared once: `parse`, `stream`, `astream`, `StreamParser`, the OpenAI
+adapters and the CLI all take exactly these, so no entry point can drift from another.
+
+`Options` is the checked, frozen form (a server can build one per deployment and share it);
+`OptionFields` is the same list as keyword arguments, for the entry points' `**options`;
+`OPTION_HELP` is the one-line help each option has in the CLI and the README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # noqa: F401  (used by the entry points' signatures)
+
+EmitCalls = Literal["validated", "progressive"]
+ToolCallsInReasoning = Literal["ignore", "extract"]
+OnRejected = Literal["report", "content"]
+SpecialTokens = Literal["ignore", "require"]
+IdFactory = Callable[[int], str]
+ToolsLike = Sequence[Mapping[str, Any]] | None
+
+
+class OptionFields(TypedDict, total=False):
+    """The keyword options of every entry point (besides `format`, `tools`, `thinking_forced_open`)."""
+
+    emit_calls: EmitCalls
+    tool_calls_in_reasoning: ToolCallsInReasoning
+    id_factory: IdFactory | None
+    prompt: str | None
+    on_rejected: OnRejected
+    max_call_chars: int | None
+    special_tokens: SpecialTokens
+
+
+OPTION_HELP: dict[str, str] = {
+    "format": "wire format name or alias (see `streamparse formats`)",
+    "tools": "OpenAI tool definitions; calls are checked against them (unknown name, schema)",
+    "thinking_forced_open": "the prompt ended inside a reasoning block: the output starts as reasoning",
+    "emit_calls": "'validated': a call is sent whole once it passed every check; "
+                  "'progressive': name first, then argument fragments as they are written",
+    "tool_calls_in_reasoning": "'ignore': a call written inside reasoning stays reasoning text; "
+                               "'extract': it is a call",
+    "id_factory": "callable(ordinal) -> id for calls without a model-written id (default: random, OpenAI shape)",
+    "prompt": "the rendered prompt: decides thinking_forced_open from its end",
+    "on_rejected": "'report': a rejected call is only in Message.rejected; 'content': its text also goes back "
+                   "where it was written",
+    "max_call_chars": "a call envelope longer than this is rejected 'too_long' keeping its first N characters",
+    "special_tokens": "'require': delimiters count only when they arrive as special Tokens (token-aware mode)",
+}
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The parser options, checked when made. Misuse raises `ValueError`/`TypeError` naming the option."""
+
+    format: str = "hermes"
+    tools: ToolsLike = None
+    thinking_forced_open: bool = False
+    emit_calls: EmitCalls = "validated"
+    tool_calls_in_reasoning: ToolCallsInReasoning = "ignore"
+    id_factory: IdFactory | None = None
+    prompt: str | None = None
+    on_rejected: OnRejected = "report"
+    max_call_chars: int | None = None
+    special_tokens: SpecialTokens = "ignore"
+
+    def __post_init__(self) -> None:
+        _check_choice("emit_calls", self.emit_calls, get_args(EmitCalls))
+        _check_choice("tool_calls_in_reasoning", self.tool_calls_in_reasoning, get_args(ToolCallsInReasoning))
+        _check_choice("on_rejected", self.on_rejected, get_args(OnRejected))
+        _check_choice("special_tokens", self.special_tokens, get_args(SpecialTokens))
+        if not isinstance(self.thinking_forced_open, bool):
+            raise TypeError(f"thinking_forced_open must be a bool; got {self.thinking_forced_open!r}")
+        limit = self.max_call_chars
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"max_call_chars must be a positive int or None; got {limit!r}")
+        if self.id_factory is not None and not callable(self.id_factory):
+            raise TypeError("id_factory must be a callable taking the call's ordinal and returning an id")
+        if self.prompt is not None and not isinstance(self.prompt, str):
+            raise TypeError(f"prompt must be the rendered prompt text (str), got {type(self.prompt).__name__}")
+
+    def with_changes(self, **changes: Any) -> Options:
+        """A copy with some options changed (checked again)."""
+        return replace(self, **changes)
+
+
+OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Options))
+
+
+def make_options(format: str, tools: ToolsLike, thinking_forced_open: bool, options: Mapping[str, Any]) -> Options:
+    """The entry points' arguments as one checked `Options`; an unknown keyword is a `TypeError` naming it."""
+    unknown = sorted(set(options) - set(OptionFields.__annotations__))
+    if unknown:
+        raise TypeError(f"unknown option {', '.join(map(repr, unknown))}; the options are: "
+                        f"{', '.join(OPTION_NAMES)}")
+    return Options(format, tools, thinking_forced_open, **options)

@@ -1,0 +1,87 @@
+"""One options list: every entry point, adapter and the CLI take every option, checked the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+import pytest
+from conftest import ids
+
+import streamparse
+from streamparse import Options, StreamParser, openai
+from streamparse.cli import build_argparser, options_from_flags
+from streamparse.options import OPTION_HELP, OPTION_NAMES, OptionFields
+
+KEYWORDS = set(OptionFields.__annotations__)
+ENTRY_POINTS = [streamparse.parse, streamparse.stream, streamparse.astream, StreamParser,
+                openai.chat_chunks, openai.chat_message]
+# A call that is rejected (unknown tool) and whose text goes back into content with on_rejected="content".
+TEXT = 'Hi <tool_call>{"name": "nope", "arguments": {}}</tool_call>'
+TOOLS = [{"name": "known", "parameters": {"type": "object"}}]
+NON_DEFAULT: dict[str, Any] = {"emit_calls": "progressive", "tool_calls_in_reasoning": "extract", "id_factory": ids,
+                               "prompt": "<think>\n", "on_rejected": "content", "max_call_chars": 1000,
+                               "special_tokens": "ignore"}
+
+
+def test_the_options_list_is_one_list() -> None:
+    assert set(OPTION_NAMES) == KEYWORDS | {"format", "tools", "thinking_forced_open"}
+    assert set(OPTION_HELP) == set(OPTION_NAMES)
+    assert set(NON_DEFAULT) == KEYWORDS
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=lambda f: f.__qualname__)
+def test_every_entry_point_takes_every_option(entry: Any) -> None:
+    params = inspect.signature(entry).parameters
+    assert {"format", "tools", "thinking_forced_open"} <= set(params)
+    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=lambda f: f.__qualname__)
+def test_every_entry_point_rejects_an_unknown_option_by_name(entry: Any) -> None:
+    with pytest.raises(TypeError, match="on_reject'"):
+        finished = entry in (streamparse.parse, openai.chat_message)
+        result = entry("x" if finished else ["x"], "hermes", on_reject="content")
+        if inspect.isasyncgen(result):
+            asyncio.run(result.__anext__())
+        else:
+            next(iter(result))
+
+
+def test_a_bad_option_value_names_the_choices() -> None:
+    with pytest.raises(ValueError, match="on_rejected must be one of 'report', 'content'"):
+        Options(on_rejected="drop")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_call_chars"):
+        streamparse.parse("x", max_call_chars=0)
+
+
+def test_the_adapters_apply_on_rejected_and_the_prompt() -> None:
+    message = openai.chat_message("R</think>" + TEXT, "hermes", tools=TOOLS, prompt="<|im_start|>assistant\n<think>\n",
+                                  on_rejected="content")
+    assert message["reasoning_content"] == "R"
+    assert message["content"] == TEXT
+    chunks = list(openai.chat_chunks(iter([TEXT[:7], TEXT[7:]]), "hermes", tools=TOOLS, on_rejected="content",
+                                     max_call_chars=5))
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert content == 'Hi <tool_call>{"nam</tool_call>'  # too_long keeps the first 5 characters
+
+
+def test_the_cli_has_a_flag_for_every_option() -> None:
+    opts = build_argparser().parse_args(
+        ["parse", "--format", "mistral", "--forced-open", "--prompt", "p", "--emit", "progressive",
+         "--tool-calls-in-reasoning", "extract", "--on-rejected", "content", "--max-call-chars", "9",
+         "--special-tokens", "require", "--ids", "ordinal"])
+    options = options_from_flags(opts)
+    assert options.with_changes(id_factory=None) == Options(
+        "mistral", None, True, emit_calls="progressive", tool_calls_in_reasoning="extract", prompt="p",
+        on_rejected="content", max_call_chars=9, special_tokens="require")
+    assert options.id_factory is not None and options.id_factory(3) == "call_3"
+
+
+def test_a_parser_from_shared_options_equals_one_from_keywords() -> None:
+    options = Options("hermes", TOOLS, id_factory=ids, on_rejected="content")
+    parser = StreamParser.from_options(options)
+    parser.feed(TEXT)
+    parser.close()
+    assert parser.message == streamparse.parse(TEXT, "hermes", TOOLS, id_factory=ids, on_rejected="content")
