@@ -472,9 +472,9 @@ class StreamParser:
         self._envelope = envelope
         self._opener = opener
         self._body = []
-        self._scanner = envelope.scanner()
+        self._scanner = envelope.body.scanner()
         self._started = {}
-        self._streamer = envelope.streamer(self._tools) if self._progressive and envelope.streamer else None
+        self._streamer = envelope.body.streamer(self._tools) if self._progressive else None
         self._wrapped = self._mode == _WRAPPER
         self._mode = _ENVELOPE
 
@@ -601,7 +601,7 @@ class StreamParser:
         else:
             self._too_long = False
             try:
-                results = self._spec.parse_envelope(envelope, self._tools)
+                results = self._envelope.body.parse(envelope, self._tools)
             except Exception as error:  # a visitor bug must not end the user's stream
                 results = [Rejection(INVALID_JSON, [f"internal error reading this call: {error!r}"])]
         if not results:

@@ -8,6 +8,7 @@ thousands, and its decoded value rides on the node.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node
 
 _PACKAGE = Path(__file__).resolve().parent
+_INCLUDE = re.compile(r"^# include (\w+)\s*$", re.MULTILINE)
 
 
 def _reject_constant(name: str) -> Any:
@@ -58,8 +60,13 @@ def grammar_dir() -> Path:
 
 @cache
 def load_grammar(name: str) -> Grammar:
-    """The grammar in `formats/<name>.peg`, built once per process."""
+    """The grammar in `formats/<name>.peg`, built once per process.
+
+    A line `# include FRAGMENT` appends the rules of `formats/FRAGMENT.peg` (shared rule text, such
+    as the JSON call object, is written once)."""
     text = (grammar_dir() / f"{name}.peg").read_text(encoding="utf-8")
+    for fragment in _INCLUDE.findall(text):
+        text += "\n" + (grammar_dir() / f"{fragment}.peg").read_text(encoding="utf-8")
     return Grammar(
         text,
         json_value=_json_rule("json_value", None),

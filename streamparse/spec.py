@@ -110,13 +110,26 @@ class CallStreamer(Protocol):
     def feed(self, body: str) -> list[StreamEvent]: ...
 
 
+class BodyKind(Protocol):
+    """How the body of one call envelope is read: one of a closed set (`streamparse/bodies/`).
+
+    Each kind is written once and used by every format whose calls have that shape: it finds where
+    the body ends (`scanner`), says what of its calls is certain while it streams (`streamer`), and
+    turns the finished body into calls with the format's grammar (`parse`)."""
+
+    def scanner(self) -> EnvelopeScanner: ...
+
+    def streamer(self, tools: ToolSet) -> CallStreamer | None: ...
+
+    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]: ...
+
+
 @dataclass(frozen=True)
 class EnvelopeSpec:
-    """One kind of call envelope: its opening strings, and how its end is found."""
+    """One kind of call envelope: its opening strings, and the body kind that reads what follows."""
 
     openers: tuple[str, ...]
-    scanner: Callable[[], EnvelopeScanner]
-    streamer: Callable[[ToolSet], CallStreamer] | None = None
+    body: BodyKind
 
 
 @dataclass(frozen=True)
@@ -135,7 +148,6 @@ class FormatSpec:
     aliases: tuple[str, ...]
     reasoning: tuple[tuple[str, str], ...]
     envelopes: tuple[EnvelopeSpec, ...]
-    parse_envelope: Callable[[Envelope, ToolSet], list[CallResult]]
     render: Callable[[Message], str]
     wrappers: tuple[WrapperSpec, ...] = ()
     id_factory: Callable[[int], str] = field(default=openai_id)

@@ -86,9 +86,13 @@ def test_default_ids_are_openai_shaped_and_unique() -> None:
     assert len({c.id for c in msg.tool_calls}) == 3
 
 
-def test_id_factory_makes_ids_deterministic_and_a_model_id_is_kept() -> None:
+def test_id_factory_makes_ids_deterministic_and_a_model_id_is_kept_where_the_format_has_ids() -> None:
+    nemo = '[TOOL_CALLS][{"name": "f", "arguments": {}}, {"name": "g", "arguments": {}, "id": "mine12345"}]'
+    assert [c.id for c in parse(nemo, "mistral", id_factory=ids).tool_calls] == ["call_0", "mine12345"]
+    # Hermes' wire format has no ids: an "id" member is an extra member, so progressive streaming (which
+    # sends the id with the name, before any later member) and parse() agree.
     msg = parse(CALL + '<tool_call>{"name": "g", "arguments": {}, "id": "mine"}</tool_call>', id_factory=ids)
-    assert [c.id for c in msg.tool_calls] == ["call_0", "mine"]
+    assert [c.id for c in msg.tool_calls] == ["call_0", "call_1"]
 
 
 def test_to_openai_shapes() -> None:

@@ -12,7 +12,6 @@ from parsimonious.exceptions import ParseError
 
 import streamparse
 from streamparse import parse
-from streamparse.calls import call_from_members
 from streamparse.grammar import load_grammar
 
 TOOLS = json.loads((FIXTURES / "hermes" / "tools.json").read_text())
@@ -205,16 +204,17 @@ def test_a_member_written_twice_rejects_the_call() -> None:
 @given(st.lists(st.sampled_from(['{', '}', '"name"', '"arguments"', '"f"', ':', ',', ' ', '\n', '[1]', '{}',
                                  '"a\\"b"', 'null', '1.5', '"}"', 'x']), max_size=16))
 def test_the_fast_path_reads_exactly_what_the_grammar_reads(pieces: list[str]) -> None:
+    from streamparse.bodies import json_call
     from streamparse.families import hermes
     from streamparse.spec import Envelope
     from streamparse.validation import ToolSet
 
     body = "".join(pieces)
     envelope = Envelope("<tool_call>", body, "</tool_call>", True, False)
-    fast = hermes.parse_envelope(envelope, ToolSet(None))
+    fast = hermes.HERMES.envelopes[0].body.parse(envelope, ToolSet(None))
     try:
         tree = load_grammar("hermes").parse(body)
     except ParseError:
         assert fast[0].status == "invalid_json"  # type: ignore[union-attr]
     else:
-        assert fast == [call_from_members(hermes._VISITOR.visit(tree))]
+        assert fast == [json_call.call_of(json_call._VISITOR.visit(tree), id_keys=())]

@@ -4,7 +4,7 @@
 
 `string="true"`: the value is the literal text (typed by the schema only when the schema allows no
 string); `string="false"`: the value is JSON, falling back to the typing rules. Values are
-byte-exact: no framing newline. Reading and streaming are `xml_params.py`, shared with qwen3_coder.
+byte-exact: no framing newline. Reading and streaming are `bodies/tagged_params.py`, shared with qwen3_coder.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..bodies.tagged_params import TaggedParams
 from ..schema_typing import coerce, parse_json_value, schema_types
 from ..spec import EnvelopeSpec, FormatSpec, WrapperSpec
 from ..types import Message
-from ..xml_params import XmlDialect
 
 DSML = "｜DSML｜"
 THINK = ("<think>", "</think>")
@@ -45,7 +45,7 @@ def dsml_is_string(flag: str | None, schema: Any) -> bool:
     return (flag == "true" and "string" in types) or not types - {"string"}
 
 
-DIALECT = XmlDialect(
+BODY = TaggedParams(
     grammar="deepseek_v3_2",
     param_open=PARAM_OPENER,
     param_close=PARAM_CLOSER,
@@ -87,12 +87,10 @@ DEEPSEEK_V3_2 = FormatSpec(
         EnvelopeSpec(
             openers=(INVOKE_OPENER,),
             # Ends at </｜DSML｜invoke>; a missing one is forgiven when the block closes after a parameter.
-            scanner=DIALECT.scanner,
-            streamer=DIALECT.streamer,
+            body=BODY,
         ),
     ),
     wrappers=tuple(WrapperSpec((f"<{DSML}{block}>",), (f"</{DSML}{block}>",)) for block in BLOCKS),
-    parse_envelope=DIALECT.parse_envelope,
     render=render,
     reserved=(INVOKE_CLOSER, PARAM_OPENER, PARAM_CLOSER),
     untyped_values=True,

@@ -1,7 +1,7 @@
 """Qwen3-Coder, Qwen3.5 and the XML family: `<tool_call>⏎<function=NAME>⏎<parameter=K>⏎V⏎</parameter>…`.
 
 Values are untyped text, typed by the tool's schema; exactly one newline after `<parameter=K>` and
-one before `</parameter>` are framing. The reading and the streaming live in `xml_params.py`,
+one before `</parameter>` are framing. The reading and the streaming live in `bodies/tagged_params.py`,
 shared with DeepSeek V3.2's DSML.
 """
 
@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..bodies.tagged_params import TaggedParams
 from ..spec import EnvelopeSpec, FormatSpec, WrapperSpec, reasoning_block
 from ..types import Message
-from ..xml_params import XmlDialect
 
 THINK = ("<think>", "</think>")
 WRAPPER_OPENER, WRAPPER_CLOSER = "<tool_call>", "</tool_call>"
 FUNCTION_OPENER, FUNCTION_CLOSER = "<function=", "</function>"
 PARAM_OPENER, PARAM_CLOSER = "<parameter=", "</parameter>"
 
-DIALECT = XmlDialect(
+BODY = TaggedParams(
     grammar="qwen3_coder",
     param_open=PARAM_OPENER,
     param_close=PARAM_CLOSER,
@@ -53,12 +53,10 @@ QWEN3_CODER = FormatSpec(
         EnvelopeSpec(
             openers=(FUNCTION_OPENER,),
             # Ends at </function>; a missing one is forgiven when </tool_call> follows a parameter.
-            scanner=DIALECT.scanner,
-            streamer=DIALECT.streamer,
+            body=BODY,
         ),
     ),
     wrappers=(WrapperSpec((WRAPPER_OPENER,), (WRAPPER_CLOSER,)),),
-    parse_envelope=DIALECT.parse_envelope,
     render=render,
     reserved=(FUNCTION_CLOSER, PARAM_OPENER, PARAM_CLOSER),
     untyped_values=True,

@@ -1,4 +1,4 @@
-"""XML-parameter calls (qwen3_coder, DSML): one reader and one progressive streamer for both.
+"""Body kind `tagged_params`: calls whose parameters are tagged text (qwen3_coder, DSML), read once.
 
 A dialect names its grammar (`formats/<name>.peg`, with the rule names `call_head`, `param_head`,
 `value`, `ws`, … shared by every dialect), the literal strings that open and close a parameter,
@@ -30,12 +30,12 @@ from typing import Any
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
-from .grammar import load_grammar
-from .scanning import ScanResult, delimiters_of
-from .schema_typing import coerce, property_schema, schema_types
-from .spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
-from .types import INVALID_JSON, TRUNCATED
-from .validation import ToolSet
+from ..grammar import load_grammar
+from ..scanning import ScanResult, delimiters_of
+from ..schema_typing import coerce, property_schema, schema_types
+from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..types import INVALID_JSON, TRUNCATED
+from ..validation import ToolSet
 
 # How a parameter's text becomes its value: (text without framing, `string` flag or None, the
 # parameter's schema or None) -> value. And whether that value is a string whatever the text is
@@ -55,8 +55,8 @@ def untyped_is_string(flag: str | None, schema: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class XmlDialect:
-    """What differs between the XML-parameter formats; everything else is shared."""
+class TaggedParams:
+    """The `tagged_params` body kind, declared with the tags of one format; everything else is shared."""
 
     grammar: str  # formats/<grammar>.peg
     param_open: str  # e.g. "<parameter="
@@ -76,7 +76,7 @@ class XmlDialect:
         """A fresh progressive streamer for one call body of this dialect."""
         return XmlCallStreamer(self, tools)
 
-    def parse_envelope(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         """The call in a finished envelope (see `parse_call`)."""
         return parse_call(self, envelope, tools)
 
@@ -169,7 +169,7 @@ class _CallVisitor(NodeVisitor):  # type: ignore[misc]
 _VISITOR = _CallVisitor()
 
 
-def parse_call(dialect: XmlDialect, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
     """The one call in an envelope body, typed by the tool's schema."""
     if not envelope.complete:
         return [Rejection(TRUNCATED, [f"the output ended inside {dialect.call_tag} before the call was closed"])]
@@ -212,7 +212,7 @@ class XmlCallStreamer:
     value ending at the first closing or opening parameter tag). Where the body stops fitting the
     grammar it goes quiet: the call will be rejected, or the engine sends the rest at the close."""
 
-    def __init__(self, dialect: XmlDialect, tools: ToolSet) -> None:
+    def __init__(self, dialect: TaggedParams, tools: ToolSet) -> None:
         grammar = load_grammar(dialect.grammar)
         self._dialect = dialect
         self._tools = tools

@@ -1,0 +1,22 @@
+"""The closed set of call-body kinds. Each is written once, with its incremental reader, its
+progressive streamer and its grammar rules, and used by every format whose calls have that shape:
+
+- `json_call`: one JSON call object `{"name", "arguments"}` (Hermes; Mistral Nemo list elements);
+- `header_json`: a header naming the call up to declared markers, then one JSON object
+  (DeepSeek R1 / V3 / V3.1);
+- `tagged_params`: a call tag and tagged parameters whose text the tool schema types
+  (Qwen3-Coder, DeepSeek V3.2 DSML).
+
+A format names its kind in its declaration (`EnvelopeSpec(openers, body=Kind(...))`) with the
+kind's data (grammar, tags, markers); it brings no reader of its own.
+"""
+
+from __future__ import annotations
+
+from .header_json import HeaderJson
+from .json_call import JsonCall
+from .tagged_params import TaggedParams
+
+BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams}
+
+__all__ = ["BODY_KINDS", "HeaderJson", "JsonCall", "TaggedParams"]

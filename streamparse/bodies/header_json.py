@@ -1,0 +1,240 @@
+"""Body kind `header_json`: a header that names the call, up to declared markers, then one JSON
+object that is its arguments (DeepSeek R1 / V3 / V3.1; Kimi K2 and gpt-oss have the same shape).
+
+A format declares its grammar (`formats/<grammar>.peg` with the rules `body`, `header`, `name`,
+`lead`, `trail`), the markers that end the header in turn, and the envelope's closers and stops.
+Read once while it streams: `JsonAwareScanner` finds the end; in progressive mode
+`JsonAfterHeaderStreamer` sends the name when the header ends and the object's raw text as it
+arrives (exactly the `arguments_json` the final parse keeps); the grammar reads the finished body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from parsimonious.exceptions import ParseError
+from parsimonious.grammar import Grammar
+from parsimonious.nodes import Node, NodeVisitor
+
+from ..grammar import DECODER, ValueNode, load_grammar
+from ..scanning import JsonAwareScanner
+from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..types import INVALID_JSON, TRUNCATED
+from ..validation import ToolSet
+
+_JSON_WHITESPACE = " \t\n\r"
+_IN_STRING = re.compile(r'["\\]')
+
+
+class _CallVisitor(NodeVisitor):  # type: ignore[misc]
+    """`body` → (name, arguments node); `header` → name. Shared by both grammars."""
+
+    def visit_body(self, node: Node, children: list[Any]) -> tuple[str, ValueNode]:
+        header, _, arguments, _ = children
+        assert isinstance(arguments, ValueNode)
+        return header, arguments
+
+    def visit_header(self, node: Node, children: list[Any]) -> str:
+        return next(child for child in children if isinstance(child, str))
+
+    def visit_name(self, node: Node, children: list[Any]) -> str:
+        return str(node.text).strip()
+
+    def generic_visit(self, node: Node, children: list[Any]) -> Any:
+        return children or node
+
+
+_VISITOR = _CallVisitor()
+
+
+class _BodyReader:
+    """Turns one envelope body into a call with a format's grammar; explains what is wrong if it cannot."""
+
+    def __init__(self, grammar: str, shape: str) -> None:
+        self._grammar_name = grammar
+        self._shape = shape  # how a call starts, for error messages
+
+    @property
+    def grammar(self) -> Grammar:
+        return load_grammar(self._grammar_name)
+
+    def __call__(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+        body = envelope.body
+        if not body.strip():
+            if not envelope.complete:
+                return [Rejection(TRUNCATED, [f"the output ended right after {envelope.opener}"])]
+            return [Rejection(INVALID_JSON, ["empty tool call: nothing between its markers"])]
+        try:
+            name, arguments = _VISITOR.visit(self.grammar.parse(body))
+        except ParseError:
+            if not envelope.complete:
+                return [Rejection(TRUNCATED, ["the output ended inside the tool call before it was complete"])]
+            return [Rejection(INVALID_JSON, [self._diagnose(body)])]
+        if not name:
+            status = TRUNCATED if not envelope.complete else INVALID_JSON
+            return [Rejection(status, ["the call has no function name before its arguments"])]
+        return [ParsedCall(name, arguments.value, arguments.text)]
+
+    def _diagnose(self, body: str) -> str:
+        grammar = self.grammar
+        try:
+            pos = grammar["header"].match(body).end
+        except ParseError:
+            return f"the call does not start with {self._shape}"
+        pos = grammar["lead"].match(body, pos).end
+        try:
+            value, end = DECODER.raw_decode(body, pos)
+        except ValueError as error:
+            return f"the arguments are not valid JSON: {error}"
+        if not isinstance(value, dict):
+            return f"the arguments must be a JSON object, got {type(value).__name__}"
+        return f"unexpected text after the arguments at character {end}: {body[end:end + 20]!r}"
+
+
+# ----------------------------------------------------------------- progressive mode
+
+_JSON_STRUCTURE = re.compile(r'["\[\]{}]')
+_HEADER, _LEAD, _ARGUMENTS, _DONE = range(4)
+
+
+class JsonAfterHeaderStreamer:
+    """A call written as a header that names it, then a JSON object that is its arguments.
+
+    The header ends at the first occurrence of each of `header_ends` in turn; it is read once with
+    the grammar's `header` rule, which gives the name (sent at once). The text up to the object's
+    `{` must match the `lead` rule. The object is then sent as the raw text the model writes —
+    exactly the `arguments_json` the final parse keeps — with trailing whitespace held back, until
+    it closes; nothing after it is sent. Cost: every character is looked at once (`str.find` and
+    regex jumps); the header and lead are parsed once each.
+    Could move to `streaming.py`: only the grammar and the header ends are the format's."""
+
+    def __init__(self, grammar: str, header_ends: tuple[str, ...]) -> None:
+        self._grammar = load_grammar(grammar)
+        self._header_ends = header_ends
+        self._phase = _HEADER
+        self._step = 0  # which of `header_ends` is looked for
+        self._tail = ""  # the end of the text searched so far, which could begin that marker
+        self._held: list[str] = []  # header or lead text so far
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+        self._pending_ws: list[str] = []  # whitespace at the end of the object text so far
+
+    def feed(self, body: str) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        text = body
+        while text and self._phase != _DONE:
+            if self._phase == _HEADER:
+                text = self._read_header(text, events)
+            elif self._phase == _LEAD:
+                text = self._read_lead(text)
+            else:
+                text = self._read_arguments(text, events)
+        return events
+
+    def _read_header(self, text: str, events: list[StreamEvent]) -> str:
+        marker = self._header_ends[self._step]
+        window = self._tail + text
+        found = window.find(marker)
+        if found < 0:
+            self._held.append(text)
+            keep = len(marker) - 1
+            self._tail = window[-keep:] if keep else ""
+            return ""
+        cut = found + len(marker) - len(self._tail)
+        self._held.append(text[:cut])
+        self._tail = ""
+        self._step += 1
+        if self._step == len(self._header_ends):
+            header, self._held = "".join(self._held), []
+            try:
+                name = _VISITOR.visit(self._grammar["header"].parse(header))
+            except ParseError:
+                name = ""
+            if not name:
+                self._phase = _DONE
+                return ""
+            events.append(CallStart(0, name))
+            self._phase = _LEAD
+        return text[cut:]
+
+    def _read_lead(self, text: str) -> str:
+        brace = text.find("{")
+        if brace < 0:
+            self._held.append(text)
+            return ""
+        self._held.append(text[:brace])
+        lead, self._held = "".join(self._held), []
+        try:
+            self._grammar["lead"].parse(lead)
+        except ParseError:
+            self._phase = _DONE
+            return ""
+        self._phase = _ARGUMENTS
+        return text[brace:]
+
+    def _read_arguments(self, text: str, events: list[StreamEvent]) -> str:
+        pos, size = 0, len(text)
+        while pos < size:
+            if self._escaped:
+                self._escaped = False
+                pos += 1
+            elif self._in_string:
+                match = _IN_STRING.search(text, pos)
+                if match is None:
+                    break
+                if match.group() == "\\":
+                    self._escaped = True
+                else:
+                    self._in_string = False
+                pos = match.end()
+            else:
+                match = _JSON_STRUCTURE.search(text, pos)
+                if match is None:
+                    break
+                found = match.group()
+                pos = match.end()
+                if found == '"':
+                    self._in_string = True
+                elif found in "[{":
+                    self._depth += 1
+                else:
+                    self._depth -= 1
+                    if self._depth <= 0:
+                        self._send(text[:pos], events)
+                        self._phase = _DONE
+                        return ""
+        self._send(text, events)
+        return ""
+
+    def _send(self, text: str, events: list[StreamEvent]) -> None:
+        end = len(text.rstrip(_JSON_WHITESPACE))
+        if not end:
+            if text:
+                self._pending_ws.append(text)
+            return
+        out = "".join(self._pending_ws) + text[:end]
+        self._pending_ws = [text[end:]] if end < len(text) else []
+        events.append(ArgumentsFragment(0, out))
+
+
+@dataclass(frozen=True)
+class HeaderJson:
+    """The `header_json` body kind, declared with a format's grammar, header markers and envelope ends."""
+
+    grammar: str
+    header_ends: tuple[str, ...]  # the header ends at the first of each of these, in turn
+    shape: str  # how a call starts, for error messages
+    closers: tuple[str, ...]
+    stops: tuple[str, ...] = ()
+
+    def scanner(self) -> JsonAwareScanner:
+        return JsonAwareScanner(self.closers, self.stops)
+
+    def streamer(self, tools: ToolSet) -> JsonAfterHeaderStreamer:
+        return JsonAfterHeaderStreamer(self.grammar, self.header_ends)
+
+    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+        return _BodyReader(self.grammar, self.shape)(envelope, tools)

@@ -1,0 +1,52 @@
+"""Call objects as models write them: extra, repeated and reordered members, on every format whose
+calls are JSON call objects, in both emit modes (issue: progressive fragments must join to
+`arguments_json`, with the ids of `parse()`)."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+from conftest import assert_every_mode_agrees
+from hypothesis import given
+
+import streamparse
+
+MEMBERS = [("name", '"f"'), ("name", '"g"'), ("arguments", '{"a": 1, "s": "x}y"}'), ("parameters", '{"b": [2]}'),
+           ("arguments", '"{\\"c\\": 3}"'), ("id", '"abcdefghi"'), ("type", '"function"'),
+           ("extra", '{"k": "</tool_call>"}'), ("arguments", "[1]")]
+# Each format's wire shape around one call object.
+WRAP = {"hermes": "<tool_call>\n{}\n</tool_call>", "mistral": "[TOOL_CALLS][{}]"}
+TOOLS = [{"name": n, "parameters": {"type": "object"}} for n in ("f", "g")]
+
+
+@st.composite
+def call_objects(draw: st.DrawFn) -> str:
+    members = draw(st.lists(st.sampled_from(MEMBERS), min_size=0, max_size=5))
+    spaces = draw(st.sampled_from(["", " ", "\n  "]))
+    return "{" + spaces + ("," + spaces).join(f'"{key}": {value}' for key, value in members) + spaces + "}"
+
+
+@given(st.data(), st.sampled_from(sorted(WRAP)), st.lists(call_objects(), min_size=1, max_size=3),
+       st.sampled_from([None, TOOLS]))
+def test_every_json_call_object_streams_exactly_what_parse_reads(data: st.DataObject, fmt: str, objects: list[str],
+                                                                  tools: object) -> None:
+    text = "Calling." + "".join(WRAP[fmt].replace("{}", obj) for obj in objects)
+    parsed = assert_every_mode_agrees(data, text, fmt, tools)
+    assert len(parsed.tool_calls) + len(parsed.rejected) >= 1
+
+
+def test_the_two_progressive_cases_of_the_issue() -> None:
+    both = '<tool_call>{"name": "f", "parameters": {"a": 1}, "arguments": {"b": 2}}</tool_call>'
+    late_id = '<tool_call>{"name": "f", "arguments": {"b": 2}, "id": "mine"}</tool_call>'
+    for text in (both, late_id):
+        parser = streamparse.StreamParser("hermes", emit_calls="progressive", id_factory=lambda n: f"call_{n}")
+        deltas = [d for ch in text for d in parser.feed(ch)] + parser.close()
+        calls = parser.message.tool_calls
+        pieces = [p for d in deltas for p in d.tool_calls]
+        started = {p.index: p.id for p in pieces if p.id is not None}
+        statuses = {p.index: p.status for p in pieces if p.status is not None}
+        accepted = [i for i in sorted(started) if i not in statuses]
+        assert [started[i] for i in accepted] == [c.id for c in calls]
+        for i, call in zip(accepted, calls, strict=True):
+            assert "".join(p.arguments for p in pieces if p.index == i) == call.arguments_json
+    assert [r.status for r in streamparse.parse(both).rejected] == ["invalid_json"]
+    assert streamparse.parse(late_id, id_factory=lambda n: f"call_{n}").tool_calls[0].id == "call_0"
