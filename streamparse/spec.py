@@ -78,6 +78,7 @@ class Rejection:
     errors: list[str]
     raw: str | None = None
     name: str | None = None
+    id: str | None = None  # a model-written id, read before the call failed (ids stay unique)
 
 
 CallResult = ParsedCall | Rejection
@@ -158,6 +159,10 @@ class FormatSpec:
     special: tuple[str, ...] = ()
     # Argument values are untyped text (XML formats): generated messages use string values only.
     untyped_values: bool = False
+    # A call opener inside unclosed reasoning ends the reasoning there, and the call is a call
+    # (Kimi K2, Apertus: their call tokens are emitted only to call). Otherwise the call text stays
+    # reasoning unless the caller extracts it.
+    calls_end_reasoning: bool = False
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed)."""

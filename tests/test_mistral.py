@@ -456,8 +456,11 @@ _AFTER = text_for("mistral")
 @given(data=st.data())
 def test_every_version_round_trips_with_text_after_each_call(version: str, emit: str, data: st.DataObject) -> None:
     message = data.draw(messages("mistral"))
+    # Ids within a message are unique (a repeated model id is replaced: test_ids_are_unique_within_a_message).
+    call_ids = data.draw(st.lists(_IDS, min_size=len(message.tool_calls), max_size=len(message.tool_calls),
+                                  unique=True))
     message = Message(message.content, message.reasoning,
-                      [ToolCall(data.draw(_IDS), c.name, c.arguments, "") for c in message.tool_calls])
+                      [ToolCall(i, c.name, c.arguments, "") for i, c in zip(call_ids, message.tool_calls, strict=True)])
     render = RENDERERS[version]
     text = render(message, "mistral") if version == "v11" else render(message)
     after = data.draw(_AFTER)
@@ -603,3 +606,19 @@ def test_rejected_calls_of_one_nemo_list_go_back_into_content_once() -> None:
     message = streamparse.parse(text, "mistral", tools=tools, on_rejected="content")
     assert [r.status for r in message.rejected] == ["unknown_tool", "unknown_tool"]
     assert message.content == text
+
+
+@pytest.mark.parametrize("emit", EMIT)
+def test_ids_are_unique_within_a_message(emit: str) -> None:
+    """A model-written id that repeats an earlier one (whatever became of that call) gets a generated id."""
+    text = ('[TOOL_CALLS][{"name": "f", "arguments": {}, "id": "abcdefghi"}, {"name": "g", "arguments": {}, '
+            '"id": "abcdefghi"}][TOOL_CALLS]h[CALL_ID]abcdefghi[ARGS]{}[TOOL_CALLS]k[CALL_ID]call_3[ARGS]{}')
+    parsed = parse(text, id_factory=ids)
+    assert [(c.name, c.id) for c in parsed.tool_calls] == [("f", "abcdefghi"), ("g", "call_1"), ("h", "call_2"),
+                                                           ("k", "call_3")]
+    folded, streamed = run_stream(list(text), format="mistral", emit_calls=emit, id_factory=ids)
+    assert streamed == parsed
+    assert_stream_matches(folded, parsed)
+    # A generated id never repeats a model-written one: call_0 is taken by the model here.
+    taken = parse('[TOOL_CALLS]f[CALL_ID]x[ARGS]{}[TOOL_CALLS]g[ARGS]{}', id_factory=lambda n: "x")
+    assert len({c.id for c in taken.tool_calls}) == 2

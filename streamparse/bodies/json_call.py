@@ -80,16 +80,20 @@ _VISITOR = _BodyVisitor()
 
 
 def call_of(members: list[Member], id_keys: tuple[str, ...]) -> CallResult:
-    """A call from the members of its object, by the rules above."""
-    present = [key for key in ARGUMENT_KEYS if any(k == key for k, _, _ in members)]
-    if len(present) > 1:
-        return Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and {present[1]!r}; "
-                                        "which one holds the arguments is unclear"])
-    result = call_from_members(members)
-    if isinstance(result, Rejection):
-        return result
+    """A call from the members of its object, by the rules above. A rejected call that has a name
+    keeps the model's id too, so that ids stay unique the same way in both emit modes."""
     call_id = next((v for k, v, _ in members if k in id_keys), None) if id_keys else None
     call_id = call_id if isinstance(call_id, str) and call_id.strip() else None
+    present = [key for key in ARGUMENT_KEYS if any(k == key for k, _, _ in members)]
+    if len(present) > 1:
+        result: CallResult = Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and "
+                                                      f"{present[1]!r}; which one holds the arguments is unclear"])
+    else:
+        result = call_from_members(members)
+    if isinstance(result, Rejection):
+        name = next((v for k, v, _ in members if k == "name"), None)
+        named = isinstance(name, str) and bool(name.strip())
+        return replace(result, id=call_id) if named and call_id is not None else result
     return result if result.id == call_id else replace(result, id=call_id)
 
 

@@ -786,10 +786,10 @@ def _element_call(element: Any, path: str) -> CallResult:
         kind = _JSON_TYPES.get(type(element.value), "value")
         return Rejection(INVALID_JSON, [f"{path}: a call must be a JSON object with a name, got a {kind}"])
     members: list[tuple[str, Any, str]] = element
+    result = call_of(members, id_keys=("id",))
     repeated = [key for key, count in Counter(key for key, _, _ in members).items() if count > 1]
     if repeated:
-        return Rejection(INVALID_JSON, [f"{path}: the call object has {repeated[0]!r} more than once"])
-    result = call_of(members, id_keys=("id",))
+        return Rejection(INVALID_JSON, [f"{path}: the call object has {repeated[0]!r} more than once"], id=result.id)
     if isinstance(result, Rejection):
         return replace(result, errors=[path + error[1:] if error.startswith("$") else error
                                        for error in result.errors])

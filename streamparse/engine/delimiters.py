@@ -1,0 +1,50 @@
+"""The delimiter sets each region of a format searches, built once per format and options.
+
+Built twice in token-aware mode: for ordinary text, without the delimiters that are special
+tokens (so that text spelled by ordinary tokens never opens anything), and in full, for the
+moment a special token arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+from ..scanning import Delimiters
+from ..spec import FormatSpec
+
+
+class DelimiterSets:
+    """What the start, the text regions and each wrapper of one format look for."""
+
+    def __init__(self, spec: FormatSpec, extract: bool, exclude: frozenset[str]) -> None:
+        def keep(strings: Sequence[str]) -> list[str]:
+            return [s for s in strings if s not in exclude]
+
+        closer_of = dict(spec.reasoning)
+        self.reasoning_openers = Delimiters(keep(list(closer_of)))
+        # In token-aware mode a call starts only at a special token: an opener that is ordinary text
+        # (Qwen3-Coder's `<function=`) counts only inside a wrapper that a special token opened.
+        openers = [o for e in spec.envelopes for o in e.openers] + [o for w in spec.wrappers for o in w.openers]
+        self.call_openers = Delimiters([] if exclude else openers)
+        self.trailers = Delimiters(keep([c for w in spec.wrappers for c in w.closers]))
+        self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)))
+                         for w in spec.wrappers}
+        # Openers searched inside reasoning: every call opener when calls are extracted from it, else
+        # those the format declares as ending unclosed reasoning (`FormatSpec.calls_end_reasoning`).
+        self._in_reasoning = tuple(openers) if extract or spec.calls_end_reasoning else ()
+        self._exclude = exclude
+        self._reasoning: dict[tuple[str, ...], Delimiters] = {}
+
+    def reasoning(self, closers: tuple[str, ...]) -> Delimiters:
+        found = self._reasoning.get(closers)
+        if found is None:
+            extra = self._in_reasoning if self.call_openers else ()
+            found = self._reasoning[closers] = Delimiters([c for c in closers if c not in self._exclude] + [*extra])
+        return found
+
+
+@lru_cache(maxsize=128)
+def delimiter_sets(spec: FormatSpec, extract: bool, exclude: frozenset[str]) -> DelimiterSets:
+    """Built once per format and options, not per parser: a server makes a parser per request."""
+    return DelimiterSets(spec, extract, exclude)

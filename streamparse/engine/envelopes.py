@@ -1,0 +1,43 @@
+"""The open wrapper and the open call envelope: the state the engine keeps while inside them.
+
+Cost: an envelope body is kept as a list of pieces and joined once, when the envelope ends, for
+its body kind; `max_call_chars` bounds what is kept, and what a wrapper buffers before its first
+call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..scanning import EnvelopeScanner
+from ..spec import CallStreamer, EnvelopeSpec, WrapperSpec
+
+
+@dataclass
+class OpenWrapper:
+    """A wrapper (`<tool_call>` around `<function=…>`, DeepSeek's calls block) and what it holds so far."""
+
+    spec: WrapperSpec
+    return_mode: str  # the region it was opened in
+    calls: int = 0
+    raw: list[str] = field(default_factory=list)  # its text while it has no call yet (for a rejection)
+    raw_length: int = 0
+    ws: list[str] = field(default_factory=list)  # whitespace after its last call (`regions.hold_merged`)
+
+    @property
+    def ws_length(self) -> int:
+        return sum(map(len, self.ws))  # O(log n) pieces
+
+
+@dataclass
+class OpenEnvelope:
+    """A call envelope being read: its opener, the body so far, its scanner and (progressive) streamer."""
+
+    spec: EnvelopeSpec
+    opener: str
+    scanner: EnvelopeScanner
+    streamer: CallStreamer | None
+    wrapped: bool  # opened inside a wrapper
+    body: list[str] = field(default_factory=list)
+    length: int = 0
+    too_long: bool = False

@@ -1,0 +1,523 @@
+"""`StreamParser`: the one incremental machine every entry point drives.
+
+Cost (kept, not hoped for): every character is searched once by a compiled delimiter
+alternation or by an envelope scanner. The only text looked at again is the held-back suffix,
+shorter than the longest delimiter. Whitespace whose role is unknown waits in its region
+(`regions.py`), never rescanned. Envelope bodies are collected as pieces and joined once, when
+the envelope ends, for the body kind's grammar.
+
+The parser is in one mode at a time; `READERS` names the reader of each mode. A reader looks at
+`text[pos:]`, emits what it makes certain, and returns how far it got (no slicing of the rest).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from ..options import OptionFields, Options, ToolsLike, make_options
+from ..registry import get_format
+from ..scanning import ScanResult
+from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection, WrapperSpec
+from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token
+from ..validation import ToolSet
+from .delimiters import DelimiterSets, delimiter_sets
+from .envelopes import OpenEnvelope, OpenWrapper
+from .input import LookAlikes, Utf8Input
+from .regions import Output, Region, hold_merged
+from .settle import Settler
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+_START, _REASONING, _CONTENT, _WRAPPER, _ENVELOPE = "start", "reasoning", "content", "wrapper", "envelope"
+_NON_SPACE = re.compile(r"\S")  # the same characters str.strip() keeps
+
+Reader = Callable[["StreamParser", str, int], int]
+
+
+class StreamParser:
+    """Feed model output as it arrives; get `Delta`s; `close()` at the end; read `message`.
+
+    `parse(text)` is this machine fed one chunk, so streamed and final results cannot drift."""
+
+    READERS: ClassVar[dict[str, Reader]]
+
+    def __init__(
+        self,
+        format: str = "hermes",
+        tools: ToolsLike = None,
+        thinking_forced_open: bool = False,
+        **options: Unpack[OptionFields],
+    ) -> None:
+        self._setup(make_options(format, tools, thinking_forced_open, options))
+
+    @classmethod
+    def from_options(cls, options: Options) -> StreamParser:
+        """A parser for options checked once (a server shares one `Options` across requests)."""
+        if not isinstance(options, Options):
+            raise TypeError(f"from_options takes a streamparse.Options, got {type(options).__name__}")
+        parser = cls.__new__(cls)
+        parser._setup(options)
+        return parser
+
+    def _setup(self, options: Options) -> None:
+        self.options = options
+        spec: FormatSpec = get_format(options.format)
+        self._spec = spec
+        self._progressive = options.emit_calls == "progressive"
+        self._max_call_chars = options.max_call_chars
+        require_special = options.special_tokens == "require"
+        if require_special and not spec.special:
+            raise ValueError(f"format {spec.name!r} declares no special tokens, so token-aware mode cannot "
+                             "tell its delimiters from text; use special_tokens='ignore'")
+        self._openers_to_envelope: dict[str, EnvelopeSpec] = {
+            opener: envelope for envelope in spec.envelopes for opener in envelope.openers
+        }
+        self._openers_to_wrapper: dict[str, WrapperSpec] = {
+            opener: wrapper for wrapper in spec.wrappers for opener in wrapper.openers
+        }
+        self._closer_of = dict(spec.reasoning)
+        self._all_reasoning_closers = tuple(dict.fromkeys(self._closer_of.values()))
+        extract = options.tool_calls_in_reasoning == "extract"
+        self._calls_end_reasoning = spec.calls_end_reasoning
+        self._full = delimiter_sets(spec, extract, frozenset())
+        self._specials = frozenset(spec.special) if require_special else frozenset()
+        self._ordinary = delimiter_sets(spec, extract, self._specials) if self._specials else self._full
+        self._sets: DelimiterSets = self._ordinary
+        self._look_alikes = LookAlikes(self._specials) if self._specials else None
+
+        self._input = Utf8Input()
+        self._closed = False
+        self._message: Message | None = None
+        self._output = Output()
+        put_back = self._put_back if options.on_rejected == "content" else None
+        self._tools = ToolSet(options.tools)
+        self._settler = Settler(self._tools, options.id_factory or spec.id_factory, self._progressive,
+                                self._output, put_back)
+
+        self._mode = _START
+        self._forced = options.thinking_forced_open or (
+            options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
+        self._carry = ""  # held back: it could still start a delimiter
+        self._reasoning_closers: tuple[str, ...] = self._all_reasoning_closers
+        self._absorb = False  # a bare call just ended: a wrapper closer after whitespace is its own
+        self._scanned = 0  # characters looked at, re-looks at held-back text included
+        self._view = ""  # the text envelope scanners see (look-alikes blanked in token-aware mode)
+        self._return_mode = _CONTENT  # the region a wrapper or envelope was opened in
+        self._wrapper: OpenWrapper | None = None
+        self._envelope: OpenEnvelope | None = None
+        # Envelope bodies need no per-piece bookkeeping (fast path in feed): no streamer, no limit,
+        # no look-alikes to blank out.
+        self._plain_body = not self._progressive and self._max_call_chars is None and not require_special
+
+    # ----------------------------------------------------------------- public API
+
+    def feed(self, chunk: str | bytes | bytearray | Token | Sequence[Token]) -> list[Delta]:
+        """Consume the next piece of output; return what it makes certain.
+
+        A chunk is text, UTF-8 bytes, a `Token` (its text `str` or `bytes`), or a sequence of `Token`s."""
+        if chunk.__class__ is str and not self._input.pending and not self._closed:  # the common case, first
+            text: str = chunk
+            envelope = self._envelope
+            if envelope is not None and self._plain_body and not self._carry:
+                # Inside a call body with nothing held back: most chunks are all body.
+                result = envelope.scanner.scan(text, 0)
+                if result.end is None and result.safe == len(text):
+                    envelope.body.append(text)
+                    envelope.length += len(text)
+                    self._scanned += len(text)
+                    return []
+                self._view = text
+                pos = self._envelope_result(envelope, text, 0, result)
+                if pos < len(text):
+                    self._run(text[pos:])
+                return self._output.take()
+            self._run(text)
+            return self._output.take()
+        if self._closed:
+            raise ValueError("feed() after close(): this parser has finished; create a new StreamParser")
+        if isinstance(chunk, str):
+            self._run(self._input.flush() + chunk)
+        elif isinstance(chunk, (bytes, bytearray)):
+            self._run(self._input.decode(bytes(chunk)))
+        elif isinstance(chunk, Token):
+            self._token(chunk)
+        elif isinstance(chunk, (list, tuple)) and all(isinstance(token, Token) for token in chunk):
+            for token in chunk:
+                self._token(token)
+        else:
+            raise TypeError(f"feed() takes str, bytes, a streamparse.Token or a list of Tokens; "
+                            f"got {type(chunk).__name__}")
+        return self._output.take()
+
+    def _token(self, token: Token) -> None:
+        text = token.text
+        if isinstance(text, (bytes, bytearray)):
+            if not token.special:  # a byte-level token may hold part of a character: decode incrementally
+                self._run(self._input.decode(bytes(text)))
+                return
+            text = bytes(text).decode("utf-8", errors="replace")
+        elif not isinstance(text, str):
+            raise TypeError(f"Token.text must be str or bytes, got {type(text).__name__}")
+        self._run(self._input.flush())
+        if token.special and text in self._specials:
+            self._special_token(text)
+        else:
+            self._run(text)
+
+    def _special_token(self, delimiter: str) -> None:
+        """A delimiter that arrived as a special token: it counts, and it cannot be split or extended."""
+        self._settle_carry()
+        self._sets = self._full
+        try:
+            self._run(delimiter)
+            self._settle_carry()
+        finally:
+            self._sets = self._ordinary
+
+    def close(self) -> list[Delta]:
+        """End of generation: settle what was held back and any open envelope."""
+        if self._closed:
+            raise ValueError("close() was already called on this parser")
+        self._run(self._input.flush())
+        self._closed = True
+        self._finish()
+        output = self._output
+        self._message = Message(
+            content="".join(output.content.parts),
+            reasoning="".join(output.reasoning.parts),
+            tool_calls=list(self._settler.calls),
+            rejected=list(self._settler.rejected),
+        )
+        return output.take()
+
+    @property
+    def message(self) -> Message:
+        """The whole message; available after `close()`."""
+        if self._message is None:
+            raise ValueError("message is available after close(); call close() at the end of generation")
+        return self._message
+
+    @property
+    def held_back(self) -> int:
+        """Characters outside envelopes received but not yet emitted: a possible delimiter prefix,
+        whitespace whose role is unknown, and what an open wrapper holds before its first call."""
+        if self._closed or self._mode == _ENVELOPE:
+            return 0
+        held = len(self._carry)
+        region = self._region()
+        if region is not None:
+            held += region.pending_length
+        if self._wrapper is not None:
+            held += self._wrapper.raw_length + self._wrapper.ws_length
+        return held
+
+    @property
+    def scanned(self) -> int:
+        """Characters the engine has looked at so far, counting every re-look at held-back text.
+
+        The work measure behind the linear-time promise: at most the output's length plus, per
+        chunk, what was held back (shorter than the longest delimiter)."""
+        return self._scanned
+
+    # ----------------------------------------------------------------- driving
+
+    def _run(self, text: str) -> None:
+        """Drive the readers over `text`, each from where the last one stopped."""
+        if not text:
+            return
+        if self._carry:
+            text = self._carry + text
+            self._carry = ""
+        self._scanned += len(text)
+        self._view = self._look_alikes.blank(text) if self._look_alikes and self._sets is self._ordinary else text
+        readers = self.READERS
+        pos = 0
+        end = len(text)
+        while pos < end:
+            pos = readers[self._mode](self, text, pos)
+
+    def _hold(self, text: str, pos: int) -> int:
+        """Keep `text[pos:]` until the next chunk shows what it is."""
+        self._carry = text[pos:]
+        return len(text)
+
+    def _region(self) -> Region | None:
+        if self._mode == _CONTENT:
+            return self._output.content
+        if self._mode == _REASONING:
+            return self._output.reasoning
+        return None
+
+    def _region_of(self, mode: str) -> Region:
+        return self._output.reasoning if mode == _REASONING else self._output.content
+
+    def _put_back(self, raw: str) -> None:
+        """`on_rejected="content"`: a rejected call's text goes back where it was written."""
+        self._output.emit_text(self._region_of(self._return_mode), raw)
+
+    # ----------------------------------------------------------------- text regions
+
+    def _start(self, text: str, pos: int) -> int:
+        """Leading whitespace is framing; a reasoning opener may follow it."""
+        match = _NON_SPACE.search(text, pos)
+        if match is None:
+            return len(text)
+        pos = match.start()
+        openers = self._sets.reasoning_openers
+        opener = openers.starting(text, pos)
+        if opener is not None:
+            self._enter_reasoning((self._closer_of[opener],) if not self._forced else self._all_reasoning_closers)
+            return pos + len(opener)
+        if openers.is_prefix(text, pos):
+            return self._hold(text, pos)
+        if self._forced:
+            self._enter_reasoning(self._all_reasoning_closers)
+        else:
+            self._mode = _CONTENT
+        return pos
+
+    def _enter_reasoning(self, closers: tuple[str, ...]) -> None:
+        self._mode = _REASONING
+        self._reasoning_closers = closers
+
+    def _in_text(self, text: str, pos: int) -> int:
+        """Content or reasoning, up to the next delimiter it may hold."""
+        in_content = self._mode == _CONTENT
+        region = self._output.content if in_content else self._output.reasoning
+        if self._absorb:
+            match = _NON_SPACE.search(text, pos)
+            if match is None:
+                self._output.emit_text(region, text[pos:])
+                return len(text)
+            start = match.start()
+            trailers = self._sets.trailers
+            trailer = trailers.starting(text, start)
+            if trailer is None and trailers.is_prefix(text, start):
+                self._output.emit_text(region, text[pos:start])
+                return self._hold(text, start)
+            self._absorb = False
+            self._output.emit_text(region, text[pos:start])
+            if trailer is not None:
+                return start + len(trailer)
+            pos = start
+        delimiters = self._sets.call_openers if in_content else self._sets.reasoning(self._reasoning_closers)
+        match = delimiters.search(text, pos)
+        if match is None:
+            held = max(pos, delimiters.held_from(text))
+            self._output.emit_text(region, text[pos:held])
+            return self._hold(text, held)
+        self._output.emit_text(region, text[pos: match.start()])
+        found = match.group()
+        if in_content:
+            self._open(found, return_mode=_CONTENT)
+        elif found in self._reasoning_closers:
+            region.drop_pending()
+            self._mode = _CONTENT
+        elif self._calls_end_reasoning:
+            # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus).
+            region.drop_pending()
+            self._mode = _CONTENT
+            self._open(found, return_mode=_CONTENT)
+        else:
+            self._open(found, return_mode=_REASONING)  # tool_calls_in_reasoning="extract"
+        return match.end()
+
+    # ----------------------------------------------------------------- wrappers and envelopes
+
+    def _open(self, opener: str, return_mode: str) -> None:
+        wrapper = self._openers_to_wrapper.get(opener)
+        if wrapper is not None:
+            self._mode = _WRAPPER
+            self._wrapper = OpenWrapper(wrapper, return_mode, raw=[opener])
+            self._return_mode = return_mode
+            return
+        envelope = self._openers_to_envelope[opener]
+        wrapped = self._mode == _WRAPPER
+        if not wrapped:
+            self._return_mode = return_mode
+        body = envelope.body
+        self._envelope = OpenEnvelope(envelope, opener, body.scanner(),
+                                      body.streamer(self._tools) if self._progressive else None, wrapped)
+        self._mode = _ENVELOPE
+
+    def _in_wrapper(self, text: str, pos: int) -> int:
+        wrapper = self._wrapper
+        assert wrapper is not None
+        delimiters = self._sets.wrappers[id(wrapper.spec)]
+        if wrapper.calls:
+            match = _NON_SPACE.search(text, pos)
+            if match is None:
+                hold_merged(wrapper.ws, text[pos:])
+                return len(text)
+            start = match.start()
+            if delimiters.starting(text, start) is None:
+                if delimiters.is_prefix(text, start):
+                    hold_merged(wrapper.ws, text[pos:start])
+                    return self._hold(text, start)
+                # Text after the calls, with no closer: the wrapper has ended; this is content.
+                whitespace = "".join(wrapper.ws) + text[pos:start]
+                self._leave_wrapper()
+                self._output.emit_text(self._region_of(self._mode), whitespace)
+                return start
+            hold_merged(wrapper.ws, text[pos:start])
+            pos = start
+        match = delimiters.search(text, pos)
+        if match is None:
+            held = max(pos, delimiters.held_from(text))
+            self._wrapper_text(text[pos:held])
+            return self._hold(text, held)
+        self._wrapper_text(text[pos: match.start()])
+        found = match.group()
+        if found in wrapper.spec.closers:
+            if not wrapper.calls:
+                self._wrapper_text(found)
+                self._reject_wrapper_text(["the call block is empty: no call inside it"], INVALID_JSON)
+            self._leave_wrapper()
+        else:
+            if not wrapper.calls:
+                self._reject_wrapper_text(["text inside the call block that is not a call"], INVALID_JSON,
+                                          only_if_text=True)
+            self._open(found, return_mode=self._return_mode)
+        return match.end()
+
+    def _wrapper_text(self, text: str) -> None:
+        """Text of a wrapper before its first call: kept for a rejection, up to `max_call_chars`."""
+        wrapper = self._wrapper
+        if not text or wrapper is None or wrapper.calls:
+            return
+        limit = self._max_call_chars
+        if limit is not None and wrapper.raw_length + len(text) > limit:
+            text = text[: max(0, limit - wrapper.raw_length)]
+            wrapper.raw_length = limit + 1  # past the limit: nothing more is kept
+        else:
+            wrapper.raw_length += len(text)
+        if text:
+            wrapper.raw.append(text)
+
+    def _reject_wrapper_text(self, errors: list[str], status: str, only_if_text: bool = False) -> None:
+        """What a wrapper held before its first call (an empty or junk call block) is reported, not dropped."""
+        wrapper = self._wrapper
+        assert wrapper is not None
+        opener, *rest = wrapper.raw or [""]
+        inner = "".join(rest)
+        limit = self._max_call_chars
+        if limit is not None and wrapper.raw_length > limit:
+            status, errors = TOO_LONG, [f"the call block held more than max_call_chars={limit} characters "
+                                        "before any call; raw holds its first max_call_chars characters"]
+        elif only_if_text and not inner.strip():
+            wrapper.raw = []
+            wrapper.raw_length = 0
+            return
+        self._settler.reject_text(status, errors, opener + inner)
+        wrapper.raw = []
+        wrapper.raw_length = 0
+
+    def _leave_wrapper(self) -> None:
+        self._wrapper = None
+        self._mode = self._return_mode
+
+    def _in_envelope(self, text: str, pos: int) -> int:
+        envelope = self._envelope
+        assert envelope is not None
+        return self._envelope_result(envelope, text, pos, envelope.scanner.scan(self._view, pos))
+
+    def _envelope_result(self, envelope: OpenEnvelope, text: str, pos: int, result: ScanResult) -> int:
+        self._scanned += result.safe - pos
+        self._add_body(envelope, text[pos: result.safe])
+        if result.end is None:
+            return self._hold(text, result.safe)
+        self._end_envelope(text[result.safe: result.end], complete=True)
+        return result.end
+
+    def _add_body(self, envelope: OpenEnvelope, piece: str) -> None:
+        if not piece:
+            return
+        envelope.length += len(piece)
+        limit = self._max_call_chars
+        if limit is not None and envelope.length > limit:
+            # A runaway call: keep its first max_call_chars characters, stop buffering and streaming it.
+            room = limit - (envelope.length - len(piece))
+            if room > 0:
+                envelope.body.append(piece[:room])
+            envelope.too_long = True
+            envelope.streamer = None
+            return
+        envelope.body.append(piece)
+        if envelope.streamer is not None:
+            self._settler.stream(envelope.streamer.feed(piece))
+
+    def _end_envelope(self, closer: str, complete: bool) -> None:
+        envelope = self._envelope
+        assert envelope is not None
+        finished = Envelope(envelope.opener, "".join(envelope.body), closer, complete, envelope.wrapped)
+        self._envelope = None
+        if envelope.too_long and complete:
+            results: list[CallResult] = [Rejection(TOO_LONG, [
+                f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
+                "raw holds its first max_call_chars characters"])]
+        else:
+            try:
+                results = envelope.spec.body.parse(finished, self._tools)
+            except RecursionError:
+                results = [Rejection(INVALID_JSON, ["the call is nested too deeply to be read"])]
+            except Exception as error:  # a visitor bug must not end the user's stream
+                results = [Rejection(INVALID_JSON, [f"internal error reading this call: {error!r}"])]
+        if not results:
+            results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
+        self._settler.settle(results, finished)
+        if envelope.wrapped and self._wrapper is not None:
+            self._wrapper.calls += 1
+            self._mode = _WRAPPER
+        else:
+            self._mode = self._return_mode
+            self._absorb = bool(self._full.trailers) and complete
+
+    # ----------------------------------------------------------------- end of output
+
+    def _settle_carry(self) -> None:
+        """Nothing more can extend the held-back text: decide what it is, without leaving the region."""
+        carry, self._carry = self._carry, ""
+        if not carry:
+            return
+        if self._mode == _START:  # an incomplete reasoning opener is text
+            self._mode = _REASONING if self._forced else _CONTENT
+        if self._mode == _ENVELOPE:
+            assert self._envelope is not None
+            self._add_body(self._envelope, carry)
+        elif self._mode == _WRAPPER:
+            wrapper = self._wrapper
+            assert wrapper is not None
+            if not wrapper.calls:
+                self._wrapper_text(carry)
+            elif carry.strip():
+                whitespace = "".join(wrapper.ws)
+                self._leave_wrapper()
+                self._output.emit_text(self._region_of(self._mode), whitespace + carry)
+            else:
+                hold_merged(wrapper.ws, carry)
+        else:
+            self._absorb = False
+            self._output.emit_text(self._region_of(self._mode), carry)
+
+    def _finish(self) -> None:
+        self._settle_carry()
+        if self._mode == _ENVELOPE:
+            self._end_envelope("", complete=False)
+        if self._mode == _WRAPPER:
+            wrapper = self._wrapper
+            assert wrapper is not None
+            if not wrapper.calls:
+                self._reject_wrapper_text(["the output ended inside a call block with no call"], TRUNCATED)
+            self._leave_wrapper()
+
+
+StreamParser.READERS = {
+    _START: StreamParser._start,
+    _REASONING: StreamParser._in_text,
+    _CONTENT: StreamParser._in_text,
+    _WRAPPER: StreamParser._in_wrapper,
+    _ENVELOPE: StreamParser._in_envelope,
+}

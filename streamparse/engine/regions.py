@@ -1,0 +1,99 @@
+"""Content and reasoning: the text emitted so far, whitespace whose role is not yet known, and
+the deltas not yet handed out.
+
+Cost: trailing whitespace waits in a list (with a running length), never rescanned, and is
+joined once when later text shows it is inner; at the end it is framing and dropped. The list is
+kept short (`hold_merged`), so a long run of whitespace costs about one byte a character,
+whatever the chunking. Deltas of
+the same kind are merged in place until `take()` hands them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..types import Delta
+
+
+def hold_merged(pieces: list[str], text: str) -> None:
+    """Append `text`, merging every last piece at least as long as the one before it: the lengths
+    then halve from first to last, so a run of n characters is O(log n) pieces, each character is
+    copied O(log n) times, and the list costs about one byte a character whatever the chunking."""
+    if not text:
+        return
+    pieces.append(text)
+    while len(pieces) > 1 and len(pieces[-1]) >= len(pieces[-2]):
+        last = pieces.pop()
+        pieces[-1] += last
+
+
+@dataclass
+class Region:
+    """Content or reasoning: what was emitted, and whitespace waiting to learn its role."""
+
+    kind: str
+    parts: list[str] = field(default_factory=list)
+    pending_ws: list[str] = field(default_factory=list)
+    pending_length: int = 0  # len("".join(pending_ws)), kept as it changes
+
+    @property
+    def started(self) -> bool:
+        return bool(self.parts)
+
+    def hold(self, whitespace: str) -> None:
+        """Keep `whitespace` until later text shows whether it is inner."""
+        hold_merged(self.pending_ws, whitespace)
+        self.pending_length += len(whitespace)
+
+    def drop_pending(self) -> None:
+        """The pending whitespace was framing (before a closer, at the end)."""
+        self.pending_ws.clear()
+        self.pending_length = 0
+
+
+class Output:
+    """The two text regions and the deltas for the caller."""
+
+    __slots__ = ("content", "deltas", "reasoning")
+
+    def __init__(self) -> None:
+        self.content = Region("content")
+        self.reasoning = Region("reasoning")
+        self.deltas: list[Delta] = []
+
+    def emit_text(self, region: Region, text: str) -> None:
+        """Emit `text`, holding its trailing whitespace until later text shows it is inner."""
+        if not text:
+            return
+        end = len(text.rstrip())
+        if end:
+            head = text[:end]
+            if region.started:
+                if region.pending_ws:
+                    head = "".join(region.pending_ws) + head
+                    region.drop_pending()
+            else:
+                head = head.lstrip()
+            region.parts.append(head)
+            self.push(Delta(content=head) if region.kind == "content" else Delta(reasoning=head))
+        if end < len(text) and region.started:
+            region.hold(text[end:])
+
+    def push(self, delta: Delta) -> None:
+        """Append a delta, merging text with the previous delta of the same kind (not yet handed out)."""
+        deltas = self.deltas
+        if deltas and not delta.tool_calls:
+            last = deltas[-1]
+            if not last.tool_calls and bool(last.content) == bool(delta.content):
+                last.content += delta.content
+                last.reasoning += delta.reasoning
+                return
+        deltas.append(delta)
+
+    def take(self) -> list[Delta]:
+        """The deltas made since the last call."""
+        out = self.deltas
+        if out:
+            self.deltas = []
+            return out
+        return []
