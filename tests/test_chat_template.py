@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("jinja2")
 
-from conftest import CASES, FIXTURES  # noqa: E402
+from conftest import CASES, FIXTURES
 
-from streamparse import chat_template  # noqa: E402
-from streamparse.chat_template import ChatTemplate, TemplateRenderError, load_chat_template  # noqa: E402
+from streamparse import chat_template
+from streamparse.chat_template import ChatTemplate, TemplateRenderError, load_chat_template
 
 TEMPLATES = CASES.parent
 HERMES = FIXTURES / "hermes" / "chat_template.jinja"
@@ -29,7 +29,8 @@ def test_a_jinja_file_renders_with_the_generation_prompt() -> None:
 
 
 def test_hf_conventions() -> None:
-    source = ("{{ bos_token }}{{ {'b': '<a&b>', 'a': 'é'} | tojson }}|{{ messages[0].tool_calls[0].function.arguments.x }}"
+    source = ("{{ bos_token }}{{ {'b': '<a&b>', 'a': 'é'} | tojson }}"
+              "|{{ messages[0].tool_calls[0].function.arguments.x }}"
               "|{{ strftime_now('%Y') | length }}|{% for m in messages %}{% if loop.first %}{% continue %}{% endif %}"
               "{{ m.content }}{% endfor %}\n  {% if add_generation_prompt %}GEN{% endif %}")
     template = ChatTemplate(source, {"bos_token": "<s>"})

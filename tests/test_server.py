@@ -45,7 +45,8 @@ class Server:
         deadline = time.monotonic() + 30
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited: {self.process.stderr.read().decode() if self.process.stderr else ''}")
+                error = self.process.stderr.read().decode() if self.process.stderr else ""
+                raise RuntimeError(f"serve exited: {error}")
             try:
                 if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200:
                     break
@@ -186,7 +187,8 @@ def test_recorded_upstream_streams(servers: Any, upstream: Upstream, name: str) 
     folded = assemble(stream)
     assert streamed(folded[0]) == {
         "content": "Let me check.", "reasoning": "The user asks for Paris weather.",
-        "calls": [{"id": "call_0", "name": "get_weather", "arguments": '{"location": "Paris, France", "unit": "celsius"}'}],
+        "calls": [{"id": "call_0", "name": "get_weather",
+                   "arguments": '{"location": "Paris, France", "unit": "celsius"}'}],
         "finish": "tool_calls"}
     assert folded[-1]["usage"]["prompt_tokens"] == 40
 
@@ -275,7 +277,8 @@ def test_reasoning_sent_back_under_either_key_and_template_kwargs_reach_the_temp
 # --------------------------------------------------------------------------------------------
 
 def test_progressive_call_rejected_after_it_started_is_closed_visibly(servers: Any, upstream: Upstream) -> None:
-    bad = 'Hm.\n</think>\n\nChecking.\n<tool_call>\n{"name": "get_weather", "arguments": {"location": 42}}\n</tool_call>'
+    bad = ('Hm.\n</think>\n\nChecking.\n'
+           '<tool_call>\n{"name": "get_weather", "arguments": {"location": 42}}\n</tool_call>')
     key = upstream.script("progressive-bad", Script([bad]))
     stream = servers(HERMES_TEMPLATE, "--emit", "progressive").client().chat.completions.create(
         model="m", messages=[{"role": "user", "content": f"{key} hi"}], tools=HERMES_TOOLS, stream=True)
@@ -402,8 +405,9 @@ def test_real_templates_end_to_end(servers: Any, upstream: Upstream, template: s
 def test_64_concurrent_streams_are_kept_apart(servers: Any, upstream: Upstream) -> None:
     outputs = {}
     for i in range(64):
+        call = json.dumps({"name": "get_weather", "arguments": {"location": f"City {i}"}})
         outputs[i] = (f"<think>\nStream {i} thinks {'x' * (i % 7)}.\n</think>\n\nAnswer {i}: " + "ok " * (10 + i % 13)
-                      + f'\n<tool_call>\n{{"name": "get_weather", "arguments": {{"location": "City {i}"}}}}\n</tool_call>')
+                      + f"\n<tool_call>\n{call}\n</tool_call>")
         upstream.script(f"load-{i}", Script([outputs[i]], delay=0.002))
     client = servers().async_client()
 

@@ -113,8 +113,7 @@ class Upstream:
 
     async def _events(self, key: str, script: Script, body: dict[str, Any]) -> AsyncIterator[bytes]:
         try:
-            sent = 0
-            for chunk in self._chunks(script, body):
+            for sent, chunk in enumerate(self._chunks(script, body)):
                 if script.break_after is not None and sent >= script.break_after:
                     raise ConnectionAbortedError("the fake upstream drops the connection")
                 if script.error_event_after is not None and sent >= script.error_event_after:
@@ -122,7 +121,6 @@ class Upstream:
                     yield f"data: {json.dumps(error)}\n\n".encode()
                     return
                 yield f"data: {json.dumps(chunk)}\n\n".encode()
-                sent += 1
                 await asyncio.sleep(script.delay)
             yield b"data: [DONE]\n\n"
         except (asyncio.CancelledError, GeneratorExit):
