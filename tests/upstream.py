@@ -170,6 +170,14 @@ class Upstream:
             self._thread.join(timeout=10)
 
 
+def bench_output() -> str:
+    """What `python -m bench.server` streams: reasoning, content and one call, about 2,000 characters."""
+    call = json.dumps({"name": "get_weather", "arguments": {"location": "Paris, France", "unit": "celsius"}})
+    return ("<think>\n" + "The user asks for the weather in Paris; I should call the tool. " * 12 + "\n</think>\n\n"
+            + "Let me check that for you, and then summarise what I find in plain words. " * 12
+            + f"\n<tool_call>\n{call}\n</tool_call>")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -181,5 +189,5 @@ if __name__ == "__main__":
 
     upstream = Upstream()
     upstream.port = int(sys.argv[1])
-    upstream.scripts["bench"] = Script([(STREAMS / "output.txt").read_text()])
+    upstream.scripts["bench"] = Script([bench_output()])
     uvicorn.run(upstream.app(), host="127.0.0.1", port=upstream.port, log_level="warning")
