@@ -24,7 +24,7 @@ from starlette.routing import Route
 from .chat_template import ChatTemplate, TemplateRenderError
 from .engine import StreamParser
 from .openai import chat_chunks, chat_completion
-from .options import Options
+from .options import OPTION_NAMES, Options
 from .types import ReasoningField
 
 __all__ = ["ServerConfig", "create_app", "serve"]
@@ -261,11 +261,8 @@ def create_app(config: ServerConfig) -> Starlette:
 
 
 def _parser_options(options: Options) -> dict[str, Any]:
-    """`options` as the adapters' keywords."""
-    return {"tools": options.tools, "thinking_forced_open": options.thinking_forced_open,
-            "emit_calls": options.emit_calls, "tool_calls_in_reasoning": options.tool_calls_in_reasoning,
-            "id_factory": options.id_factory, "prompt": options.prompt, "on_rejected": options.on_rejected,
-            "max_call_chars": options.max_call_chars, "special_tokens": options.special_tokens}
+    """`options` as the adapters' keywords (every option but the positional `format`)."""
+    return {name: getattr(options, name) for name in OPTION_NAMES if name != "format"}
 
 
 def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:

@@ -350,6 +350,17 @@ def test_upstream_that_breaks_mid_stream_ends_with_an_error_event(servers: Any, 
             pass
 
 
+def test_an_upstream_that_goes_silent_ends_the_stream_with_an_error_event(servers: Any, upstream: Upstream) -> None:
+    key = upstream.script("silent", Script(["Hm.\n</think>\n\nHello there, all of you."], delay=3))
+    stream = servers(HERMES_TEMPLATE, "--upstream-timeout", "1").client().chat.completions.create(
+        model="m", messages=[{"role": "user", "content": f"{key} hi"}], stream=True)
+    started = time.monotonic()
+    with pytest.raises(openai.APIError, match="ReadTimeout"):
+        for _ in stream:
+            pass
+    assert time.monotonic() - started < 10
+
+
 def test_a_client_that_disconnects_cancels_its_upstream_request(servers: Any, upstream: Upstream) -> None:
     key = upstream.script("slow", Script(["word " * 2000], delay=0.01))
     body = {"model": "m", "messages": [{"role": "user", "content": f"{key} hi"}], "stream": True}
