@@ -1,4 +1,4 @@
-"""The `streamparse` command: parse, stream, formats, demo. A thin loop around `StreamParser`."""
+"""The `streamparse` command: parse, stream, formats, detect, demo, serve. A thin loop around `StreamParser`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO, get_args
 
+from . import __version__
 from .detect import detect_format
 from .engine import StreamParser
 from .options import OPTION_HELP, EmitCalls, OnRejected, Options, SpecialTokens, ToolCallsInReasoning
 from .registry import formats, get_format
+from .types import ReasoningField
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -141,9 +143,32 @@ def _cmd_formats(opts: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+# What a model directory holds its template in, in the order transformers reads them.
+_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+
+
+def _template_source(name: str) -> Path | str | dict[str, Any]:
+    """What `detect` and `serve` read: a template file, a model directory, or `-` (stdin: template text
+    or tokenizer_config JSON)."""
+    if name == "-":
+        text = sys.stdin.read()
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text
+        return data if isinstance(data, dict) else text
+    path = Path(name)
+    if path.is_dir():
+        for candidate in _TEMPLATE_FILES:
+            if (path / candidate).is_file():
+                return path / candidate
+        raise UsageError(f"no {', '.join(_TEMPLATE_FILES)} in the directory {name}")
+    return path
+
+
 def _cmd_detect(opts: argparse.Namespace, out: TextIO) -> int:
     try:
-        found = detect_format(Path(opts.template))
+        found = detect_format(_template_source(opts.template))
     except OSError as error:
         raise UsageError(f"cannot read {opts.template}: {error}") from None
     except ValueError as error:
@@ -183,8 +208,61 @@ def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
+    """Run the OpenAI-compatible proxy (the `server` extra) until interrupted."""
+    try:
+        from .chat_template import load_chat_template
+        from .server import ServerConfig, serve
+    except ImportError as error:
+        raise UsageError(f"serve needs the server extra (pip install 'streamparse[server]'): {error}") from None
+    if opts.prompt is not None:
+        raise UsageError("serve renders each request's prompt itself; --prompt does not apply")
+    try:
+        template = load_chat_template(opts.chat_template)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot load --chat-template {opts.chat_template}: {error}") from None
+    if opts.format is None:
+        opts.format = detect_format(template.text)
+        if opts.format is None:
+            raise UsageError(f"no known format in the chat template {opts.chat_template}; pass --format")
+    if opts.on_rejected is None:  # progressive: a call rejected after it started comes back as text
+        opts.on_rejected = "content" if opts.emit == "progressive" else "report"
+    options = options_from_flags(opts)
+    path = Path(opts.chat_template).resolve()
+    generic = path.stem in ("chat_template", "tokenizer_config")  # then the model directory names the model
+    model = opts.model or (path.name if path.is_dir() else path.parent.name if generic else path.stem)
+    print(f"streamparse serve: {opts.format} format, model {model!r}, upstream {opts.upstream}, "
+          f"on http://{opts.host}:{opts.port}/v1", file=sys.stderr, flush=True)
+    config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout)
+    serve(config, opts.host, opts.port, opts.log_level)
+    return 0
+
+
+def _add_serve(commands: Any) -> None:
+    serve_cmd = commands.add_parser("serve", help="an OpenAI-compatible /v1/chat/completions in front of a raw "
+                                                  "/v1/completions server (needs the server extra)")
+    serve_cmd.add_argument("--upstream", required=True,
+                           help="base URL of the completions server; URL/completions is called "
+                                "(e.g. http://127.0.0.1:8080/v1)")
+    serve_cmd.add_argument("--chat-template", required=True,
+                           help="a .jinja template, a tokenizer_config.json, or a model directory holding either")
+    serve_cmd.add_argument("--model", help="the model name in /v1/models and answers (default: the template's "
+                                           "folder name); a request's own model is passed upstream")
+    serve_cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve_cmd.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    serve_cmd.add_argument("--reasoning-field", choices=get_args(ReasoningField), default="both",
+                           help="the key(s) reasoning is sent under (default both: reasoning_content and reasoning)")
+    serve_cmd.add_argument("--upstream-timeout", type=float, default=600.0,
+                           help="seconds to wait for the upstream's next bytes (default 600)")
+    serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    add_option_flags(serve_cmd)
+    # The format comes from the template unless given; on_rejected depends on --emit (see _cmd_serve).
+    serve_cmd.set_defaults(format=None, on_rejected=None)
+
+
 def build_argparser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="streamparse", description=__doc__)
+    top.add_argument("--version", action="version", version=f"streamparse {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser) -> None:
@@ -199,18 +277,20 @@ def build_argparser() -> argparse.ArgumentParser:
     common(stream_cmd)
     commands.add_parser("formats", help="list the accepted format names")
     detect = commands.add_parser("detect", help="name the format of a chat template or tokenizer_config.json")
-    detect.add_argument("template", help="a .jinja chat template or a tokenizer_config.json")
+    detect.add_argument("template", help="a .jinja chat template, a tokenizer_config.json, a model directory, "
+                                         "or - (the template or the JSON on stdin)")
     demo = commands.add_parser("demo", help="stream a bundled fixture with visible pacing")
     demo.add_argument("--file", help="stream this file instead of the bundled fixture")
     demo.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
     common(demo)
+    _add_serve(commands)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = build_argparser().parse_args(argv)
     handlers = {"parse": _cmd_parse, "stream": _cmd_stream, "formats": _cmd_formats, "demo": _cmd_demo,
-                "detect": _cmd_detect}
+                "detect": _cmd_detect, "serve": _cmd_serve}
     try:
         return handlers[opts.command](opts, sys.stdout)
     except UsageError as error:

@@ -11,16 +11,17 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from .engine import StreamParser
-from .options import OptionFields, ToolsLike
-from .types import Delta, Message
+from .options import OptionFields, Options, ToolsLike, make_options
+from .types import Delta, ReasoningField, _reasoning_keys
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["chat_chunks", "chat_message"]
+__all__ = ["chat_chunks", "chat_completion", "chat_logprobs", "chat_message"]
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -29,88 +30,184 @@ def _get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
-def _piece(chunk: Any) -> tuple[str | bytes, str | None]:
-    """The text of one upstream chunk, and its finish reason if it carries one."""
+def _plain(value: Any) -> Any:
+    """A JSON-ready copy of an SDK object (pydantic `model_dump`) or the value itself."""
+    dump = getattr(value, "model_dump", None)
+    return dump() if callable(dump) else value
+
+
+@dataclass
+class _Piece:
+    """What one upstream chunk says about one choice."""
+
+    index: int
+    text: str | bytes
+    finish_reason: str | None = None
+    logprobs: Any = None
+
+
+def _pieces(chunk: Any) -> tuple[list[_Piece], Any]:
+    """The per-choice pieces of one upstream chunk, and the `usage` it carries (or None)."""
     if isinstance(chunk, (str, bytes, bytearray)):
-        return chunk if isinstance(chunk, str) else bytes(chunk), None
+        return [_Piece(0, chunk if isinstance(chunk, str) else bytes(chunk))], None
+    usage = _plain(_get(chunk, "usage"))
     choices = _get(chunk, "choices")
     if isinstance(choices, Sequence) and not choices:
-        return "", None  # a usage-only chunk (stream_options.include_usage)
+        return [], usage  # a usage-only chunk (stream_options.include_usage)
     if choices:
-        choice = choices[0]
-        text = _get(choice, "text")
-        if text is None:  # a chat-shaped upstream chunk
-            text = _get(_get(choice, "delta") or {}, "content")
-        return text or "", _get(choice, "finish_reason")
+        pieces = []
+        for position, choice in enumerate(choices):
+            text = _get(choice, "text")
+            if text is None:  # a chat-shaped upstream chunk
+                text = _get(_get(choice, "delta") or _get(choice, "message") or {}, "content")
+            index = _get(choice, "index")
+            pieces.append(_Piece(index if isinstance(index, int) else position, text or "",
+                                 _get(choice, "finish_reason"), _plain(_get(choice, "logprobs"))))
+        return pieces, usage
     content = _get(chunk, "content")  # llama.cpp's native /completion stream
     if isinstance(content, str):
         stop = _get(chunk, "stop")
-        return content, ("stop" if stop is True else None)
+        return [_Piece(0, content, "stop" if stop is True else None)], usage
     raise TypeError(f"cannot read text from a stream chunk of type {type(chunk).__name__}: "
                     "expected a string, bytes, or an object/dict with choices[0].text")
 
 
-class _ChunkMaker:
-    """Wraps deltas in the `chat.completion.chunk` envelope."""
+def chat_logprobs(logprobs: Any) -> Any:
+    """Completions-style logprobs (`tokens`, `token_logprobs`, `top_logprobs`) in the chat shape
+    (`{"content": [{"token", "logprob", "bytes", "top_logprobs"}]}`); other shapes pass unchanged."""
+    if not isinstance(logprobs, Mapping) or "tokens" not in logprobs:
+        return logprobs
+    tokens = logprobs.get("tokens") or []
+    values = logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or []
+    content = []
+    for i, token in enumerate(tokens):
+        top = tops[i] if i < len(tops) and isinstance(tops[i], Mapping) else {}
+        content.append({
+            "token": token,
+            "logprob": values[i] if i < len(values) else None,
+            "bytes": list(str(token).encode()),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(str(t).encode())} for t, lp in top.items()],
+        })
+    return {"content": content}
 
-    def __init__(self, model: str, completion_id: str | None) -> None:
+
+def _merge_logprobs(held: Any, new: Any) -> Any:
+    if held is None:
+        return new
+    if isinstance(held, Mapping) and isinstance(new, Mapping) and isinstance(held.get("content"), list):
+        return {"content": held["content"] + list(new.get("content") or [])}
+    return new
+
+
+class _Choice:
+    """One choice of the stream: its own parser, the upstream finish reason, logprobs not yet sent."""
+
+    def __init__(self, parser: StreamParser) -> None:
+        self.parser = parser
+        self.upstream_reason: str | None = None
+        self.logprobs: Any = None
+        self.closed = False
+
+
+class _ChunkMaker:
+    """Wraps deltas in the `chat.completion.chunk` envelope, one parser per choice index."""
+
+    def __init__(self, options: Options, model: str, completion_id: str | None,
+                 reasoning_field: ReasoningField) -> None:
+        self.options = options
         self.model = model
         self.id = completion_id or "chatcmpl-" + secrets.token_hex(12)
         self.created = int(time.time())
+        self.reasoning_field = reasoning_field
+        self.choices: dict[int, _Choice] = {}
+        self.usage: Any = None
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    def chunk(self, index: int, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": finish_reason}
+        state = self.choices.get(index)
+        if state is not None and state.logprobs is not None:
+            choice["logprobs"], state.logprobs = state.logprobs, None
         return {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            "choices": [choice],
         }
 
-    def deltas(self, deltas: Sequence[Delta]) -> Iterator[dict[str, Any]]:
+    def start(self, index: int) -> Iterator[dict[str, Any]]:
+        if index not in self.choices:
+            self.choices[index] = _Choice(StreamParser.from_options(self.options))
+            yield self.chunk(index, {"role": "assistant", "content": ""})
+
+    def deltas(self, index: int, deltas: Sequence[Delta]) -> Iterator[dict[str, Any]]:
         for delta in deltas:
-            body = delta.to_openai()
+            body = delta.to_openai(self.reasoning_field)
             if body:
-                yield self.chunk(body)
+                yield self.chunk(index, body)
 
-    def finish(self, parser: StreamParser, upstream: str | None) -> dict[str, Any]:
-        reason = "tool_calls" if parser.message.tool_calls else (upstream or "stop")
-        return self.chunk({}, reason)
+    def read(self, chunk: Any) -> Iterator[dict[str, Any]]:
+        pieces, usage = _pieces(chunk)
+        if usage is not None:
+            self.usage = usage
+        for piece in pieces:
+            yield from self.start(piece.index)
+            state = self.choices[piece.index]
+            if state.closed:
+                continue
+            if piece.logprobs is not None:
+                state.logprobs = _merge_logprobs(state.logprobs, chat_logprobs(piece.logprobs))
+            state.upstream_reason = piece.finish_reason or state.upstream_reason
+            yield from self.deltas(piece.index, state.parser.feed(piece.text))
+            if piece.finish_reason is not None:
+                yield from self.finish(piece.index)
+
+    def finish(self, index: int) -> Iterator[dict[str, Any]]:
+        state = self.choices[index]
+        if state.closed:
+            return
+        state.closed = True
+        yield from self.deltas(index, state.parser.close())
+        reason = "tool_calls" if state.parser.message.tool_calls else (state.upstream_reason or "stop")
+        yield self.chunk(index, {}, reason)
+
+    def end(self) -> Iterator[dict[str, Any]]:
+        for index in sorted(self.choices):
+            yield from self.finish(index)
+        if self.usage is not None:
+            yield {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                   "choices": [], "usage": self.usage}
 
 
-def _sync(stream: Iterable[Any], parser: StreamParser, maker: _ChunkMaker) -> Iterator[dict[str, Any]]:
-    yield maker.chunk({"role": "assistant", "content": ""})
-    upstream = None
+def _sync(stream: Iterable[Any], maker: _ChunkMaker) -> Iterator[dict[str, Any]]:
+    yield from maker.start(0)
     for chunk in stream:
-        text, reason = _piece(chunk)
-        upstream = reason or upstream
-        yield from maker.deltas(parser.feed(text))
-    yield from maker.deltas(parser.close())
-    yield maker.finish(parser, upstream)
+        yield from maker.read(chunk)
+    yield from maker.end()
 
 
-async def _async(stream: AsyncIterable[Any], parser: StreamParser, maker: _ChunkMaker) -> AsyncIterator[dict[str, Any]]:
-    yield maker.chunk({"role": "assistant", "content": ""})
-    upstream = None
-    async for chunk in stream:
-        text, reason = _piece(chunk)
-        upstream = reason or upstream
-        for out in maker.deltas(parser.feed(text)):
-            yield out
-    for out in maker.deltas(parser.close()):
+async def _async(stream: AsyncIterable[Any], maker: _ChunkMaker) -> AsyncIterator[dict[str, Any]]:
+    for out in maker.start(0):
         yield out
-    yield maker.finish(parser, upstream)
+    async for chunk in stream:
+        for out in maker.read(chunk):
+            yield out
+    for out in maker.end():
+        yield out
 
 
 @overload
 def chat_chunks(completion_stream: AsyncIterable[Any], format: str = ..., *, model: str = ...,
                 tools: ToolsLike = ..., thinking_forced_open: bool = ..., completion_id: str | None = ...,
+                reasoning_field: ReasoningField = ...,
                 **options: Unpack[OptionFields]) -> AsyncIterator[dict[str, Any]]: ...
 
 
 @overload
 def chat_chunks(completion_stream: Iterable[Any], format: str = ..., *, model: str = ...,
                 tools: ToolsLike = ..., thinking_forced_open: bool = ..., completion_id: str | None = ...,
+                reasoning_field: ReasoningField = ...,
                 **options: Unpack[OptionFields]) -> Iterator[dict[str, Any]]: ...
 
 
@@ -122,20 +219,38 @@ def chat_chunks(
     tools: ToolsLike = None,
     thinking_forced_open: bool = False,
     completion_id: str | None = None,
+    reasoning_field: ReasoningField = "reasoning_content",
     **options: Unpack[OptionFields],
 ) -> Iterator[dict[str, Any]] | AsyncIterator[dict[str, Any]]:
     """`chat.completion.chunk` dicts for a raw completion stream (sync or async iterator).
 
-    First a role delta, then content / `reasoning_content` / `tool_calls` deltas, last an empty
-    delta with `finish_reason`: `"tool_calls"` when calls were made, else the upstream reason.
+    Per choice index (an `n>1` stream keeps its choices apart, one parser each): a role delta, then
+    content / reasoning / `tool_calls` deltas, last an empty delta with `finish_reason`: `"tool_calls"`
+    when calls were accepted, else the upstream reason. Upstream `logprobs` ride on the next chunk of
+    their choice (in the chat shape, see `chat_logprobs`); an upstream `usage` is sent last in a chunk
+    with no choices. `reasoning_field`: `"reasoning_content"`, `"reasoning"` or `"both"`.
     Takes every parser option (`emit_calls`, `prompt`, `on_rejected`, ...)."""
-    parser = StreamParser(format, tools, thinking_forced_open, **options)
-    maker = _ChunkMaker(model, completion_id)
+    _reasoning_keys(reasoning_field)
+    maker = _ChunkMaker(make_options(format, tools, thinking_forced_open, options), model, completion_id,
+                        reasoning_field)
     if isinstance(completion_stream, AsyncIterable):
-        return _async(completion_stream, parser, maker)
+        return _async(completion_stream, maker)
     if isinstance(completion_stream, (str, bytes)) or not isinstance(completion_stream, Iterable):
         raise TypeError("chat_chunks takes an iterator of stream chunks; for a finished text use chat_message")
-    return _sync(completion_stream, parser, maker)
+    return _sync(completion_stream, maker)
+
+
+def _finished_choices(completion: Any, options: Options) -> tuple[dict[int, tuple[StreamParser, _Piece]], Any]:
+    pieces, usage = _pieces(completion)
+    if not pieces:
+        pieces = [_Piece(0, "")]
+    parsed = {}
+    for piece in pieces:
+        parser = StreamParser.from_options(options)
+        parser.feed(piece.text)
+        parser.close()
+        parsed[piece.index] = (parser, piece)
+    return parsed, usage
 
 
 def chat_message(
@@ -144,14 +259,51 @@ def chat_message(
     *,
     tools: ToolsLike = None,
     thinking_forced_open: bool = False,
+    reasoning_field: ReasoningField = "reasoning_content",
     **options: Unpack[OptionFields],
 ) -> dict[str, Any]:
-    """The OpenAI assistant message for a finished completion (its text, or a completion object/dict).
+    """The OpenAI assistant message for a finished completion (its text, or a completion object/dict;
+    of several choices, the first). `chat_completion` gives every choice, logprobs and usage.
 
     Takes every parser option; `emit_calls` makes no difference to a finished message."""
-    text, _ = _piece(completion)
-    parser = StreamParser(format, tools, thinking_forced_open, **options)
-    parser.feed(text)
-    parser.close()
-    message: Message = parser.message
-    return message.to_openai()
+    _reasoning_keys(reasoning_field)
+    parsed, _ = _finished_choices(completion, make_options(format, tools, thinking_forced_open, options))
+    parser, _piece = parsed[min(parsed)]
+    return parser.message.to_openai(reasoning_field)
+
+
+def chat_completion(
+    completion: Any,
+    format: str = "hermes",
+    *,
+    model: str = "",
+    tools: ToolsLike = None,
+    thinking_forced_open: bool = False,
+    completion_id: str | None = None,
+    reasoning_field: ReasoningField = "reasoning_content",
+    **options: Unpack[OptionFields],
+) -> dict[str, Any]:
+    """The whole `chat.completion` object for a finished completion: every choice (its message,
+    `finish_reason` and chat-shaped `logprobs`) and the upstream `usage`."""
+    _reasoning_keys(reasoning_field)
+    parsed, usage = _finished_choices(completion, make_options(format, tools, thinking_forced_open, options))
+    choices = []
+    for index in sorted(parsed):
+        parser, piece = parsed[index]
+        message = parser.message
+        choices.append({
+            "index": index,
+            "message": message.to_openai(reasoning_field),
+            "logprobs": chat_logprobs(piece.logprobs),
+            "finish_reason": "tool_calls" if message.tool_calls else (piece.finish_reason or "stop"),
+        })
+    out: dict[str, Any] = {
+        "id": completion_id or "chatcmpl-" + secrets.token_hex(12),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+    }
+    if usage is not None:
+        out["usage"] = usage
+    return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 # Rejection statuses, in the order of precedence FORMATS.md gives for a call wrong in several ways.
 TRUNCATED = "truncated"
@@ -12,6 +12,19 @@ INVALID_JSON = "invalid_json"
 UNKNOWN_TOOL = "unknown_tool"
 SCHEMA_VIOLATION = "schema_violation"
 STATUSES = (TRUNCATED, TOO_LONG, INVALID_JSON, UNKNOWN_TOOL, SCHEMA_VIOLATION)
+
+# Where reasoning goes in OpenAI-shaped output: vLLM (before 0.10), DeepSeek and SGLang read
+# `reasoning_content`; current vLLM, OpenRouter and the OpenAI guidance use `reasoning`.
+ReasoningField = Literal["reasoning_content", "reasoning", "both"]
+
+
+def _reasoning_keys(reasoning_field: ReasoningField) -> tuple[str, ...]:
+    if reasoning_field == "both":
+        return ("reasoning_content", "reasoning")
+    if reasoning_field in ("reasoning_content", "reasoning"):
+        return (reasoning_field,)
+    raise ValueError(f"reasoning_field must be one of {', '.join(map(repr, get_args(ReasoningField)))}; "
+                     f"got {reasoning_field!r}")
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,10 @@ class RejectedCall:
     raw: str
     name: str | None = None
 
+    def to_openai(self) -> dict[str, Any]:
+        """A JSON-ready dict: `{"status", "errors", "raw", "name"}` (OpenAI has no shape for a rejected call)."""
+        return {"status": self.status, "errors": list(self.errors), "raw": self.raw, "name": self.name}
+
 
 @dataclass(frozen=True)
 class Message:
@@ -60,13 +77,12 @@ class Message:
     tool_calls: list[ToolCall] = field(default_factory=list)
     rejected: list[RejectedCall] = field(default_factory=list)
 
-    def to_openai(self) -> dict[str, Any]:
-        """An OpenAI chat message; `tool_calls` is present only when there are calls."""
-        out: dict[str, Any] = {
-            "role": "assistant",
-            "content": self.content or None,
-            "reasoning_content": self.reasoning or None,
-        }
+    def to_openai(self, reasoning_field: ReasoningField = "reasoning_content") -> dict[str, Any]:
+        """An OpenAI chat message; `tool_calls` is present only when there are calls.
+        `reasoning_field`: the key(s) the reasoning goes under (`"reasoning_content"`, `"reasoning"`, `"both"`)."""
+        out: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        for key in _reasoning_keys(reasoning_field):
+            out[key] = self.reasoning or None
         if self.tool_calls:
             out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         return out
@@ -105,13 +121,15 @@ class Delta:
     reasoning: str = ""
     tool_calls: list[ToolCallDelta] = field(default_factory=list)
 
-    def to_openai(self) -> dict[str, Any]:
-        """An OpenAI `chat.completion.chunk` delta: only the keys this step sets."""
+    def to_openai(self, reasoning_field: ReasoningField = "reasoning_content") -> dict[str, Any]:
+        """An OpenAI `chat.completion.chunk` delta: only the keys this step sets (reasoning under
+        `reasoning_field`: `"reasoning_content"`, `"reasoning"` or `"both"`)."""
         out: dict[str, Any] = {}
         if self.content:
             out["content"] = self.content
         if self.reasoning:
-            out["reasoning_content"] = self.reasoning
+            for key in _reasoning_keys(reasoning_field):
+                out[key] = self.reasoning
         if self.tool_calls:
             out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         return out

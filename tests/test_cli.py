@@ -88,3 +88,29 @@ def test_misuse_exits_2_with_a_message_on_stderr() -> None:
 def test_python_dash_m_is_the_same_command() -> None:
     done = subprocess.run([sys.executable, "-m", "streamparse", "formats"], capture_output=True, text=True, check=True)
     assert "hermes" in done.stdout.split()
+
+
+def test_version_and_detect_on_a_model_directory_and_on_stdin(tmp_path: Path) -> None:
+    import streamparse
+
+    assert run("--version").stdout.strip() == f"streamparse {streamparse.__version__}"
+    template = (FIXTURES / "hermes" / "chat_template.jinja").read_text()
+    assert run("detect", str(FIXTURES / "hermes")).stdout.strip() == "hermes"       # holds chat_template.jinja
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": template, "eos_token": "<|im_end|>"}))
+    assert run("detect", str(tmp_path)).stdout.strip() == "hermes"                   # holds tokenizer_config.json
+    assert run("detect", "-", stdin=template).stdout.strip() == "hermes"             # template text on stdin
+    assert run("detect", "-", stdin=json.dumps({"chat_template": template})).stdout.strip() == "hermes"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run("detect", str(empty))
+    assert done.returncode == 2 and "no chat_template.jinja" in done.stderr
+
+
+def test_serve_misuse_is_reported_before_it_listens(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    pytest.importorskip("jinja2")
+    done = run("serve", "--upstream", "http://127.0.0.1:9/v1", "--chat-template", str(tmp_path / "missing.jinja"))
+    assert done.returncode == 2 and "cannot load --chat-template" in done.stderr
+    (tmp_path / "t.jinja").write_text("{{ messages[0].content }}")
+    done = run("serve", "--upstream", "http://127.0.0.1:9/v1", "--chat-template", str(tmp_path / "t.jinja"))
+    assert done.returncode == 2 and "pass --format" in done.stderr

@@ -1,0 +1,155 @@
+"""`python -m bench.server`: what `streamparse serve` adds in front of an upstream.
+
+Starts the fake upstream of tests/upstream.py (its own process, streaming a ~2,000-character Hermes
+output token by token as fast as it can) and `streamparse serve` in front of it, then measures
+against the same upstream called directly:
+- latency to the first streamed token (median of sequential requests; proxy: the first chunk with
+  reasoning or content, direct: the first completion chunk with text);
+- the proxy's added CPU per streamed upstream chunk (its process CPU time / chunks it read);
+- throughput with 64 concurrent streams (requests/s and upstream chunks/s, direct and through the proxy).
+Needs the server extra. Prints a table; `--json` prints the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from upstream import bench_output, free_port, tokens  # noqa: E402
+
+MESSAGES = [{"role": "user", "content": "[[bench]] What is the weather in Paris?"}]
+TEMPLATE = ROOT / "fixtures" / "hermes" / "chat_template.jinja"
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer")
+
+
+async def _direct(client: httpx.AsyncClient, base: str) -> tuple[float, int]:
+    body = {"model": "m", "prompt": "[[bench]]", "stream": True}
+    start = time.perf_counter()
+    first, chunks = 0.0, 0
+    async with client.stream("POST", base + "/completions", json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: {"):
+                chunks += 1
+                if not first and json.loads(line[6:])["choices"][0]["text"]:
+                    first = time.perf_counter() - start
+    return first, chunks
+
+
+async def _proxied(client: httpx.AsyncClient, base: str) -> tuple[float, int]:
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    start = time.perf_counter()
+    first, chunks = 0.0, 0
+    async with client.stream("POST", base + "/chat/completions", json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: {"):
+                chunks += 1
+                delta = json.loads(line[6:])["choices"][0]["delta"]
+                if not first and (delta.get("content") or delta.get("reasoning_content")):
+                    first = time.perf_counter() - start
+    return first, chunks
+
+
+async def _measure(direct_url: str, proxy_url: str, proxy_pid: int, sequential: int, concurrent: int
+                   ) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrent)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        for _ in range(3):  # warm up both paths
+            await _direct(client, direct_url)
+            await _proxied(client, proxy_url)
+        direct_first = [(await _direct(client, direct_url))[0] for _ in range(sequential)]
+        cpu_before = _cpu_seconds(proxy_pid)
+        proxy_first = [(await _proxied(client, proxy_url))[0] for _ in range(sequential)]
+        cpu = _cpu_seconds(proxy_pid) - cpu_before
+        upstream_chunks = sequential * (len(tokens(bench_output())) + 1)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(_direct(client, direct_url) for _ in range(concurrent)))
+        direct_wall = time.perf_counter() - start
+        start = time.perf_counter()
+        results = await asyncio.gather(*(_proxied(client, proxy_url) for _ in range(concurrent)))
+        proxy_wall = time.perf_counter() - start
+    per_stream = len(tokens(bench_output())) + 1
+    return {
+        "output_chars": len(bench_output()),
+        "upstream_chunks_per_stream": per_stream,
+        "ttft_direct_ms": 1000 * statistics.median(direct_first),
+        "ttft_proxy_ms": 1000 * statistics.median(proxy_first),
+        "ttft_added_ms": 1000 * (statistics.median(proxy_first) - statistics.median(direct_first)),
+        "proxy_cpu_us_per_chunk": 1e6 * cpu / upstream_chunks,
+        "concurrent_streams": concurrent,
+        "direct_streams_per_s": concurrent / direct_wall,
+        "proxy_streams_per_s": concurrent / proxy_wall,
+        "direct_chunks_per_s": concurrent * per_stream / direct_wall,
+        "proxy_chunks_per_s": concurrent * per_stream / proxy_wall,
+        "proxy_chunks_out_per_stream": statistics.median(r[1] for r in results),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.server", description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=30, help="sequential requests for latency and CPU")
+    ap.add_argument("--concurrent", type=int, default=64, help="concurrent streams for throughput")
+    ap.add_argument("--json", action="store_true")
+    opts = ap.parse_args(argv)
+    upstream_port, proxy_port = free_port(), free_port()
+    upstream = subprocess.Popen([sys.executable, str(ROOT / "tests" / "upstream.py"), str(upstream_port)])
+    proxy = None
+    try:
+        _wait(f"http://127.0.0.1:{upstream_port}/health", upstream)
+        proxy = subprocess.Popen([sys.executable, "-m", "streamparse", "serve", "--upstream",
+                                  f"http://127.0.0.1:{upstream_port}/v1", "--chat-template", str(TEMPLATE),
+                                  "--port", str(proxy_port), "--log-level", "warning"],
+                                 cwd=ROOT, stderr=subprocess.DEVNULL)
+        _wait(f"http://127.0.0.1:{proxy_port}/health", proxy)
+        result = asyncio.run(_measure(f"http://127.0.0.1:{upstream_port}/v1", f"http://127.0.0.1:{proxy_port}/v1",
+                                      proxy.pid, opts.requests, opts.concurrent))
+    finally:
+        for process in (proxy, upstream):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=10)
+    if opts.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"streamparse serve vs the upstream called directly ({result['output_chars']} characters, "
+          f"{result['upstream_chunks_per_stream']} upstream chunks per stream)")
+    print(f"  time to first token: direct {result['ttft_direct_ms']:.2f} ms, proxy {result['ttft_proxy_ms']:.2f} ms, "
+          f"added {result['ttft_added_ms']:.2f} ms (median of {opts.requests})")
+    print(f"  proxy CPU per upstream chunk: {result['proxy_cpu_us_per_chunk']:.0f} µs")
+    print(f"  {opts.concurrent} concurrent streams: direct {result['direct_streams_per_s']:.1f} streams/s "
+          f"({result['direct_chunks_per_s']:.0f} chunks/s), proxy {result['proxy_streams_per_s']:.1f} streams/s "
+          f"({result['proxy_chunks_per_s']:.0f} chunks/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,193 @@
+"""A fake raw-completion server: a real HTTP server on 127.0.0.1 answering `/v1/completions` as vLLM does,
+streaming token by token from scripted outputs or recorded llama.cpp / vLLM streams.
+
+A request picks its script by a key written in the prompt as `[[key]]` (so concurrent requests never
+share one). Every request body is recorded by key, and so is a stream the client went away from.
+Run alone (`python tests/upstream.py PORT`) it serves the bench's scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams"
+_KEY = re.compile(r"\[\[([^\]]+)\]\]")
+_SIZES = (1, 3, 2, 5, 4, 1, 7, 2)  # a token-like chunking that splits delimiters in every way
+
+
+def tokens(text: str) -> list[str]:
+    """`text` cut into token-sized pieces of 1 to 7 characters."""
+    pieces, start, i = [], 0, 0
+    while start < len(text):
+        size = _SIZES[i % len(_SIZES)]
+        pieces.append(text[start:start + size])
+        start, i = start + size, i + 1
+    return pieces
+
+
+@dataclass
+class Script:
+    """What the upstream answers for one key."""
+
+    outputs: list[str] = field(default_factory=lambda: [""])  # one per choice (n)
+    finish_reason: str = "stop"
+    replay: str | None = None        # a recorded stream in fixtures/streams (its .jsonl name), sent verbatim
+    status: int | None = None        # answer this HTTP error status instead
+    message: str = "upstream refused"
+    break_after: int | None = None   # drop the connection after this many chunks
+    error_event_after: int | None = None  # send an error event after this many chunks
+    delay: float = 0.0               # seconds between chunks
+
+
+class Upstream:
+    """The fake upstream in a thread of the test process."""
+
+    def __init__(self) -> None:
+        self.scripts: dict[str, Script] = {}
+        self.requests: dict[str, list[dict[str, Any]]] = {}
+        self.cancelled: set[str] = set()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def script(self, key: str, script: Script) -> str:
+        self.scripts[key] = script
+        return f"[[{key}]]"
+
+    def last(self, key: str) -> dict[str, Any]:
+        return self.requests[key][-1]
+
+    # -- the app ------------------------------------------------------------------------------
+    def app(self) -> Starlette:
+        async def completions(request: Request) -> Response:
+            body = await request.json()
+            found = _KEY.search(str(body.get("prompt", "")))
+            key = found.group(1) if found else ""
+            self.requests.setdefault(key, []).append(body)
+            script = self.scripts.get(key)
+            if script is None:
+                return JSONResponse({"object": "error", "message": f"no script for key {key!r}", "type": "BadRequest",
+                                     "code": 400}, status_code=400)
+            if script.status is not None:
+                return JSONResponse({"object": "error", "message": script.message, "type": "BadRequestError",
+                                     "code": script.status}, status_code=script.status)
+            if body.get("stream"):
+                return StreamingResponse(self._events(key, script, body), media_type="text/event-stream")
+            return JSONResponse(self._whole(script, body))
+
+        async def health(request: Request) -> Response:
+            return JSONResponse({"status": "ok"})
+
+        return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]),
+                                 Route("/health", health)])
+
+    @staticmethod
+    def _logprobs(piece: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        if body.get("logprobs") is None:
+            return None
+        return {"tokens": [piece], "token_logprobs": [-0.25], "top_logprobs": [{piece: -0.25}], "text_offset": [0]}
+
+    def _whole(self, script: Script, body: dict[str, Any]) -> dict[str, Any]:
+        n = int(body.get("n") or 1)
+        outputs = (script.outputs * n)[:n]
+        choices = [{"index": i, "text": text, "logprobs": self._logprobs(text, body),
+                    "finish_reason": script.finish_reason} for i, text in enumerate(outputs)]
+        return {"id": "cmpl-fake", "object": "text_completion", "created": int(time.time()), "model": body.get("model"),
+                "choices": choices, "usage": {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}}
+
+    async def _events(self, key: str, script: Script, body: dict[str, Any]) -> AsyncIterator[bytes]:
+        try:
+            for sent, chunk in enumerate(self._chunks(script, body)):
+                if script.break_after is not None and sent >= script.break_after:
+                    raise ConnectionAbortedError("the fake upstream drops the connection")
+                if script.error_event_after is not None and sent >= script.error_event_after:
+                    error = {"error": {"message": "CUDA out of memory", "type": "InternalServerError", "code": 500}}
+                    yield f"data: {json.dumps(error)}\n\n".encode()
+                    return
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+                await asyncio.sleep(script.delay)
+            yield b"data: [DONE]\n\n"
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled.add(key)
+            raise
+
+    def _chunks(self, script: Script, body: dict[str, Any]) -> list[dict[str, Any]]:
+        if script.replay is not None:
+            return [json.loads(line) for line in (STREAMS / f"{script.replay}.jsonl").read_text().splitlines()]
+        n = int(body.get("n") or 1)
+        outputs = (script.outputs * n)[:n]
+        per_choice = [tokens(text) for text in outputs]
+        chunks = []
+        base = {"id": "cmpl-fake", "object": "text_completion", "created": 1764460000, "model": body.get("model")}
+        for step in range(max(map(len, per_choice), default=0)):  # the choices interleaved, as vLLM sends them
+            for index, pieces in enumerate(per_choice):
+                if step < len(pieces):
+                    choice = {"index": index, "text": pieces[step], "logprobs": self._logprobs(pieces[step], body),
+                              "finish_reason": None, "stop_reason": None}
+                    chunks.append({**base, "choices": [choice], "usage": None})
+        for index in range(n):
+            chunks.append({**base, "choices": [{"index": index, "text": "", "logprobs": None,
+                                                "finish_reason": script.finish_reason, "stop_reason": None}],
+                           "usage": None})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 22,
+                                                            "total_tokens": 33}})
+        return chunks
+
+    # -- running ------------------------------------------------------------------------------
+    def start(self) -> Upstream:
+        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the fake upstream did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def bench_output() -> str:
+    """What `python -m bench.server` streams: reasoning, content and one call, about 2,000 characters."""
+    call = json.dumps({"name": "get_weather", "arguments": {"location": "Paris, France", "unit": "celsius"}})
+    return ("<think>\n" + "The user asks for the weather in Paris; I should call the tool. " * 12 + "\n</think>\n\n"
+            + "Let me check that for you, and then summarise what I find in plain words. " * 12
+            + f"\n<tool_call>\n{call}\n</tool_call>")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+if __name__ == "__main__":
+    import sys
+
+    upstream = Upstream()
+    upstream.port = int(sys.argv[1])
+    upstream.scripts["bench"] = Script([bench_output()])
+    uvicorn.run(upstream.app(), host="127.0.0.1", port=upstream.port, log_level="warning")
