@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -128,3 +129,19 @@ def test_arguments_too_deep_for_a_recursive_schema_are_rejected_not_raised(fmt: 
     deeper = wire(fmt, ("lookup", {"q": "x"})).replace('"x"', "[" * 900 + "]" * 900)
     message = streamparse.parse(deeper, fmt, tools=tools)  # must not raise
     assert len(message.tool_calls) + len(message.rejected) >= 1
+
+
+def test_each_rejected_call_is_logged_once_with_status_tool_and_position(caplog: pytest.LogCaptureFixture) -> None:
+    text = 'Hi <tool_call>{"name": "nope", "arguments": {}}</tool_call> and <tool_call>{"name": "f", "arg'
+    with caplog.at_level(logging.INFO, logger="streamparse"):
+        streamparse.parse(text, "hermes", tools=[{"name": "f", "parameters": {"type": "object"}}])
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert len(lines) == 2
+    assert lines[0].startswith("rejected tool call: status=unknown_tool tool=nope at character 3:")
+    second = text.index("<tool_call>", 5)
+    assert lines[1].startswith(f"rejected tool call: status=truncated tool=None at character {second}")
+    assert not any("arguments" in line for line in lines)  # the raw text only at DEBUG
+    with caplog.at_level(logging.DEBUG, logger="streamparse"):
+        caplog.clear()
+        streamparse.parse(text, "hermes", tools=[{"name": "f", "parameters": {"type": "object"}}])
+    assert any(r.levelno == logging.DEBUG and '"nope"' in r.getMessage() for r in caplog.records)

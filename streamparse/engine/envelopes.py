@@ -19,6 +19,7 @@ class OpenWrapper:
 
     spec: WrapperSpec
     return_mode: str  # the region it was opened in
+    position: int  # where its opener starts in the output
     calls: int = 0
     raw: list[str] = field(default_factory=list)  # its text while it has no call yet (for a rejection)
     raw_length: int = 0
@@ -38,6 +39,7 @@ class OpenEnvelope:
     scanner: EnvelopeScanner
     streamer: CallStreamer | None
     wrapped: bool  # opened inside a wrapper
+    position: int  # where its opener starts in the output
     body: list[str] = field(default_factory=list)
     length: int = 0
     too_long: bool = False

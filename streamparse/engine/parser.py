@@ -101,6 +101,7 @@ class StreamParser:
         self._forced = options.thinking_forced_open or (
             options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
         self._carry = ""  # held back: it could still start a delimiter
+        self._received = 0  # characters received so far (after decoding): positions for the log
         self._reasoning_closers: tuple[str, ...] = self._all_reasoning_closers
         self._absorb = False  # a bare call just ended: a wrapper closer after whitespace is its own
         self._scanned = 0  # characters looked at, re-looks at held-back text included
@@ -128,7 +129,10 @@ class StreamParser:
                     envelope.body.append(text)
                     envelope.length += len(text)
                     self._scanned += len(text)
+                    self._received += len(text)
                     return []
+                self._base = self._received
+                self._received += len(text)
                 self._view = text
                 pos = self._envelope_result(envelope, text, 0, result)
                 if pos < len(text):
@@ -228,6 +232,8 @@ class StreamParser:
         """Drive the readers over `text`, each from where the last one stopped."""
         if not text:
             return
+        self._base = self._received - len(self._carry)  # where text[0] is in the output
+        self._received += len(text)
         if self._carry:
             text = self._carry + text
             self._carry = ""
@@ -311,8 +317,9 @@ class StreamParser:
             return self._hold(text, held)
         self._output.emit_text(region, text[pos: match.start()])
         found = match.group()
+        at = match.start()
         if in_content:
-            self._open(found, return_mode=_CONTENT)
+            self._open(found, _CONTENT, at)
         elif found in self._reasoning_closers:
             region.drop_pending()
             self._mode = _CONTENT
@@ -320,18 +327,20 @@ class StreamParser:
             # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus).
             region.drop_pending()
             self._mode = _CONTENT
-            self._open(found, return_mode=_CONTENT)
+            self._open(found, _CONTENT, at)
         else:
-            self._open(found, return_mode=_REASONING)  # tool_calls_in_reasoning="extract"
+            self._open(found, _REASONING, at)  # tool_calls_in_reasoning="extract"
         return match.end()
 
     # ----------------------------------------------------------------- wrappers and envelopes
 
-    def _open(self, opener: str, return_mode: str) -> None:
+    def _open(self, opener: str, return_mode: str, at: int) -> None:
+        """Open the wrapper or envelope `opener` names; `at` is where it starts in `text`."""
+        position = self._base + at
         wrapper = self._openers_to_wrapper.get(opener)
         if wrapper is not None:
             self._mode = _WRAPPER
-            self._wrapper = OpenWrapper(wrapper, return_mode, raw=[opener])
+            self._wrapper = OpenWrapper(wrapper, return_mode, position, raw=[opener])
             self._return_mode = return_mode
             return
         envelope = self._openers_to_envelope[opener]
@@ -340,7 +349,7 @@ class StreamParser:
             self._return_mode = return_mode
         body = envelope.body
         self._envelope = OpenEnvelope(envelope, opener, body.scanner(),
-                                      body.streamer(self._tools) if self._progressive else None, wrapped)
+                                      body.streamer(self._tools) if self._progressive else None, wrapped, position)
         self._mode = _ENVELOPE
 
     def _in_wrapper(self, text: str, pos: int) -> int:
@@ -380,7 +389,7 @@ class StreamParser:
             if not wrapper.calls:
                 self._reject_wrapper_text(["text inside the call block that is not a call"], INVALID_JSON,
                                           only_if_text=True)
-            self._open(found, return_mode=self._return_mode)
+            self._open(found, self._return_mode, match.start())
         return match.end()
 
     def _wrapper_text(self, text: str) -> None:
@@ -411,7 +420,7 @@ class StreamParser:
             wrapper.raw = []
             wrapper.raw_length = 0
             return
-        self._settler.reject_text(status, errors, opener + inner)
+        self._settler.reject_text(status, errors, opener + inner, wrapper.position)
         wrapper.raw = []
         wrapper.raw_length = 0
 
@@ -467,7 +476,7 @@ class StreamParser:
                 results = [Rejection(INVALID_JSON, [f"internal error reading this call: {error!r}"])]
         if not results:
             results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
-        self._settler.settle(results, finished)
+        self._settler.settle(results, finished, envelope.position)
         if envelope.wrapped and self._wrapper is not None:
             self._wrapper.calls += 1
             self._mode = _WRAPPER

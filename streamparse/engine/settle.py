@@ -9,6 +9,7 @@ one is replaced by a generated id, and a generated id is never one already used.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,6 +17,16 @@ from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCal
 from ..types import INVALID_JSON, Delta, RejectedCall, ToolCall, ToolCallDelta
 from ..validation import ToolSet
 from .regions import Output
+
+# One line per rejected call: status, tool name, position (the raw text only at DEBUG: it may hold user data).
+logger = logging.getLogger("streamparse")
+
+
+def _log_rejected(call: RejectedCall, position: int) -> None:
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("rejected tool call: status=%s tool=%s at character %d: %s", call.status, call.name, position,
+                    "; ".join(call.errors)[:200])
+        logger.debug("rejected tool call raw text at character %d: %r", position, call.raw)
 
 
 @dataclass
@@ -104,17 +115,17 @@ class Settler:
 
     # ----------------------------------------------------------------- settling
 
-    def settle(self, results: list[CallResult], envelope: Envelope) -> None:
-        """The calls one finished envelope holds, in order."""
+    def settle(self, results: list[CallResult], envelope: Envelope, position: int) -> None:
+        """The calls one finished envelope holds, in order; `position` is where it starts in the output."""
         for k, result in enumerate(results):
-            self._settle(k, result, envelope)
+            self._settle(k, result, envelope, position)
         for k in sorted(set(self._started) - set(range(len(results)))):
             self._output.push(Delta(tool_calls=[ToolCallDelta(self._started[k].index, status=INVALID_JSON)]))
         self._ordinal += len(results)
         self._started = {}
         self._decided = {}
 
-    def _settle(self, k: int, result: CallResult, envelope: Envelope) -> None:
+    def _settle(self, k: int, result: CallResult, envelope: Envelope, position: int) -> None:
         started = self._started.get(k)
         if isinstance(result, ParsedCall):
             name = result.name.strip()
@@ -129,7 +140,9 @@ class Settler:
         if result.id is not None and started is None:
             self._call_id(k, result.id)  # a written id counts as used
         raw = result.raw if result.raw is not None else envelope.raw
-        self.rejected.append(RejectedCall(result.status, list(result.errors), raw, result.name))
+        rejected = RejectedCall(result.status, list(result.errors), raw, result.name)
+        self.rejected.append(rejected)
+        _log_rejected(rejected, position)
         if started is not None:
             self._output.push(Delta(tool_calls=[ToolCallDelta(started.index, status=result.status)]))
         if raw is not self._restored:  # several calls of one envelope share its text: put it back once
@@ -150,9 +163,11 @@ class Settler:
             self._output.push(Delta(tool_calls=[delta]))
         self.calls.append(ToolCall(call_id, name, call.arguments, call.arguments_json, raw))
 
-    def reject_text(self, status: str, errors: list[str], raw: str) -> None:
+    def reject_text(self, status: str, errors: list[str], raw: str, position: int) -> None:
         """Text in a call position that holds no call (an empty or junk call block)."""
-        self.rejected.append(RejectedCall(status, errors, raw, None))
+        rejected = RejectedCall(status, errors, raw, None)
+        self.rejected.append(rejected)
+        _log_rejected(rejected, position)
         self._ordinal += 1
         if self._rejected_text is not None:
             self._rejected_text(raw)
