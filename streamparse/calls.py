@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from .grammar import DECODER
+from .grammar import DECODER, strict_loads
 from .spec import CallResult, ParsedCall, Rejection
 from .types import INVALID_JSON
 
@@ -56,9 +56,9 @@ def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:
         return value, raw
     if isinstance(value, str):
         try:
-            inner = json.loads(value)
-        except ValueError as error:
-            return f"arguments is a string that is not a JSON object: {error}"
+            inner = strict_loads(value)
+        except json.JSONDecodeError as error:
+            return f"arguments is a string that is not a JSON object: {error.msg}"
         if isinstance(inner, dict):
             return inner, value.strip()
         return "arguments is a string that does not hold a JSON object"
