@@ -160,7 +160,20 @@ def _json(text: str) -> tuple[bool, Any]:
         value = strict_loads(text)
     except ValueError:
         return False, None
-    return (True, value) if is_json_data(value) else (False, None)
+    return (True, value) if not _deeper_than(value, MAX_DEPTH, text) else (False, None)
+
+
+def _deeper_than(value: Any, limit: int, text: str) -> bool:
+    """Whether decoded JSON nests deeper than `limit`; the strict decoder vouches for the rest."""
+    if text.count("[") + text.count("{") < limit:
+        return False
+    level = [value]
+    for _ in range(limit):
+        level = [child for item in level for child in (item.values() if type(item) is dict else item)
+                 if type(child) is dict or type(child) is list]
+        if not level:
+            return False
+    return True
 
 
 def _too_deep(text: str) -> bool:

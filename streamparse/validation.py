@@ -15,9 +15,7 @@ is a `schema_violation` that says so.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import re
 import threading
 import time
@@ -366,18 +364,19 @@ class Tools(Sequence[Mapping[str, Any]]):
     content). Raises `TypeError`/`ValueError` naming the tool for a malformed definition, an
     invalid schema, a pattern that does not compile or a `$ref` that does not resolve locally."""
 
-    __slots__ = ("_definitions", "_key", "_tools")
+    __slots__ = ("_definitions", "_tools")
     _definitions: tuple[Mapping[str, Any], ...]
     _tools: Mapping[str, _Tool]
-    _key: bytes | None
 
     def __init__(self, tools: Sequence[Mapping[str, Any]] | Tools) -> None:
         if isinstance(tools, Tools):
-            self._definitions, self._tools, self._key = tools._definitions, tools._tools, tools._key
+            self._definitions, self._tools = tools._definitions, tools._tools
             return
         _check_list(tools)
-        key = _content_key(tools)
-        copied: Any = json.loads(json.dumps(tools)) if key is not None else tools
+        try:  # a copy: the caller may change their list afterwards
+            copied: Any = json.loads(json.dumps(tools))
+        except (TypeError, ValueError, RecursionError):
+            copied = tools
         compiled: dict[str, _Tool] = {}
         for position, tool in enumerate(copied):
             name, schema = _normalize(tool, position)
@@ -386,7 +385,6 @@ class Tools(Sequence[Mapping[str, Any]]):
             compiled[name] = _Tool(name, schema)
         self._definitions = tuple(_frozen(tool) for tool in copied)
         self._tools = MappingProxyType(compiled)
-        self._key = key
 
     @overload
     def __getitem__(self, index: int) -> Mapping[str, Any]: ...
@@ -400,14 +398,6 @@ class Tools(Sequence[Mapping[str, Any]]):
 
     def __repr__(self) -> str:
         return f"Tools({list(self._tools)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Tools):
-            return self._key is not None and self._key == other._key
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._key) if self._key is not None else id(self)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -433,36 +423,91 @@ def _check_list(tools: object) -> None:
                         "{'name', 'parameters'} dicts), a streamparse.Tools, or None")
 
 
-def _content_key(tools: Sequence[Mapping[str, Any]]) -> bytes | None:
-    """A digest of the list's canonical JSON; None when the list is not plain JSON data."""
-    try:
-        text = json.dumps(tools, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+def _names(tools: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+    """The tool names in order: the cache's key, cheap to compute; equal content is checked after."""
+    names = []
+    for tool in tools:
+        inner = tool.get("function", tool) if isinstance(tool, Mapping) else None
+        names.append(inner.get("name") if isinstance(inner, Mapping) else None)
+    return tuple(names)
 
 
-_CACHE: OrderedDict[bytes, Tools] = OrderedDict()
+def _typed_scalars(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (bool, int, float)):
+            return True
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def _sensitive(copied: Any) -> tuple[tuple[tuple[Any, ...], str], ...]:
+    """Where `==` is not enough to tell two tool lists apart: Python has 1 == 1.0 == True, so an
+    `enum`/`const` holding numbers or booleans is compared by its canonical JSON as well."""
+    found = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(copied, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("enum", "const") and _typed_scalars(value):
+                    found.append(((*path, key), json.dumps(value, sort_keys=True)))
+                stack.append((value, (*path, key)))
+        elif isinstance(node, list):
+            stack.extend((item, (*path, i)) for i, item in enumerate(node))
+    return tuple(found)
+
+
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
+class _Cached:
+    __slots__ = ("compiled", "copied", "sensitive")
+
+    def __init__(self, copied: Any, compiled: Tools) -> None:
+        self.copied, self.compiled, self.sensitive = copied, compiled, _sensitive(copied)
+
+    def matches(self, tools: Sequence[Mapping[str, Any]]) -> bool:
+        try:
+            return bool(tools == self.copied) and all(
+                json.dumps(_at(tools, path), sort_keys=True) == canonical for path, canonical in self.sensitive)
+        except Exception:  # a list that cannot even be compared is compiled (and judged) afresh
+            return False
+
+
+_CACHE: OrderedDict[tuple[Any, ...], _Cached] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
 def compiled_tools(tools: Sequence[Mapping[str, Any]] | Tools) -> Tools:
-    """The compiled form of `tools`: itself for a `Tools`, else from the cache when an equal list
-    was compiled before (an LRU of `CACHE_SIZE` lists), else compiled now and cached."""
+    """The compiled form of `tools`: itself for a `Tools`; for a list, the compiled form of an equal
+    list seen before (an LRU of `CACHE_SIZE` lists, keyed by the tool names, then compared whole:
+    `==` at C speed, plus canonical JSON where `==` confuses 1 and true); else compiled now."""
     if isinstance(tools, Tools):
         return tools
     _check_list(tools)
-    key = _content_key(tools)
-    if key is None:
-        return Tools(tools)
+    key = _names(tools)
     with _CACHE_LOCK:
         found = _CACHE.get(key)
         if found is not None:
             _CACHE.move_to_end(key)
-            return found
+    if found is not None and found.matches(tools):
+        return found.compiled
     made = Tools(tools)
+    try:
+        copied = json.loads(json.dumps(tools, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):  # not plain JSON data: not cached
+        return made
     with _CACHE_LOCK:
-        _CACHE[key] = made
+        _CACHE[key] = _Cached(copied, made)
+        _CACHE.move_to_end(key)
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
     return made
@@ -471,31 +516,23 @@ def compiled_tools(tools: Sequence[Mapping[str, Any]] | Tools) -> Tools:
 # ----------------------------------------------------------------- judging calls
 
 
-def _strict_data_problem(name: str, arguments: Any) -> str | None:
+def _strict_data_problem(name: str, arguments: dict[str, Any]) -> str | None:
     """Why a call's name or arguments are not strict JSON data, or None. The formats' readers
-    already refuse these; this is the last check every call passes, whatever read it."""
+    already refuse these; this is the last check every call passes, whatever read it. One
+    `json.dumps` at C speed (NaN and infinities refused) and one UTF-8 check."""
     if not encodable(name):
         return "the tool name holds a lone surrogate (not a Unicode character)"
-    stack: list[tuple[Any, int]] = [(arguments, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, TooDeepText):
+    for value in arguments.values():
+        if isinstance(value, TooDeepText):
             return f"a parameter value nests too deeply (more than {MAX_DEPTH} levels)"
-        if isinstance(item, str):
-            if not encodable(item):
-                return f"a lone surrogate (not a Unicode character) in {_short(item, 40)}"
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return f"{item!r} is not a JSON number"
-        elif isinstance(item, (dict, list)):
-            if depth >= MAX_DEPTH:
-                return f"the arguments are nested too deeply (more than {MAX_DEPTH} levels)"
-            if isinstance(item, dict):
-                for key, value in item.items():
-                    stack.append((key, depth + 1))
-                    stack.append((value, depth + 1))
-            else:
-                stack.extend((child, depth + 1) for child in item)
+    try:
+        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False, check_circular=False)
+    except RecursionError:
+        return "the arguments are nested too deeply"
+    except (ValueError, TypeError) as error:
+        return f"the arguments are not JSON data: {error}"
+    if not encodable(text):
+        return "a lone surrogate (not a Unicode character) in the arguments"
     return None
 
 
