@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from .grammar import DECODER, strict_loads
+from .grammar import DECODER, NotStrictJSON, strict_loads
 from .spec import CallResult, ParsedCall, Rejection
 from .types import INVALID_JSON
 
@@ -45,6 +45,18 @@ def object_members(text: str, pos: int) -> tuple[list[tuple[str, Any, str]], int
             pos = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
     except (ValueError, RecursionError):
         return None
+
+
+def json_problem(text: str, pos: int) -> str | None:
+    """What makes the JSON value at `text[pos]` unacceptable although its syntax is JSON's (NaN,
+    an overflowing number, a lone surrogate, a duplicate key, nesting too deep), or None."""
+    try:
+        DECODER.raw_decode(text, pos)
+    except NotStrictJSON as error:
+        return error.msg
+    except ValueError:
+        return None
+    return None
 
 
 def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:

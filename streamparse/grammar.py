@@ -70,6 +70,10 @@ def encodable(text: str) -> bool:
     return True
 
 
+class NotStrictJSON(json.JSONDecodeError):
+    """JSON that Python's lenient reader takes and RFC 8259 does not (or that nests too deeply)."""
+
+
 class StrictDecoder(json.JSONDecoder):
     """Python's C JSON decoder, held to RFC 8259 (I-JSON, RFC 7493): NaN and Infinity, numbers that
     overflow a double, lone surrogates (escaped or raw, in keys or values) and duplicate keys at any
@@ -90,15 +94,15 @@ class StrictDecoder(json.JSONDecoder):
         except json.JSONDecodeError:
             raise
         except _NotStrict as error:
-            raise json.JSONDecodeError(str(error), s, idx) from None
+            raise NotStrictJSON(str(error), s, idx) from None
         except RecursionError:
-            raise json.JSONDecodeError("nested too deeply", s, idx) from None
+            raise NotStrictJSON("nested too deeply", s, idx) from None
         text = s[idx:end]
         if not encodable(text) or "\\ud" in text or "\\uD" in text:
             bad = _lone_surrogate(value)
             if bad is not None or not encodable(text):
                 shown = (bad or text)[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
-                raise json.JSONDecodeError(f'a lone surrogate (not a Unicode character) in "{shown}"', s, idx)
+                raise NotStrictJSON(f'a lone surrogate (not a Unicode character) in "{shown}"', s, idx)
         return value, end
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..calls import call_from_members, object_members
+from ..calls import call_from_members, json_problem, object_members
 from ..grammar import ValueNode, load_grammar
 from ..scanning import JsonAwareScanner
 from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection, reasoning_block
@@ -78,7 +78,7 @@ def parse_envelope(envelope: Envelope, tools: ToolSet) -> list[CallResult]:
 
 def _describe(error: ParseError, body: str) -> str:
     pos = error.pos
-    return f"unexpected text at character {pos}: {body[pos:pos + 20]!r}"
+    return json_problem(body, pos) or f"unexpected text at character {pos}: {body[pos:pos + 20]!r}"
 
 
 def render(message: Message) -> str:
