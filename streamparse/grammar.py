@@ -107,6 +107,10 @@ class StrictDecoder(json.JSONDecoder):
 
 
 DECODER = StrictDecoder()
+# Only for finding where a JSON value ends (a scanner skipping a whole value at C speed): the same
+# extent as DECODER's, without the strictness hooks (about 20% of decoding an object-heavy value).
+# Never for reading a value.
+LENIENT_DECODER = json.JSONDecoder()
 
 
 def strict_loads(text: str) -> Any:

@@ -114,8 +114,8 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         return
     properties = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
-    extras = []
-    for key in instance:
+    extras = [key for key in instance if key not in properties] if not patterns else []
+    for key in instance if patterns else ():
         if key in properties:
             continue
         try:
