@@ -12,6 +12,7 @@ from .engine import StreamParser
 from .options import Options
 from .registry import formats
 from .types import Delta, Message, RejectedCall, Token, ToolCall, ToolCallDelta
+from .validation import Tools
 
 __all__ = [
     "Delta",
@@ -22,6 +23,7 @@ __all__ = [
     "Token",
     "ToolCall",
     "ToolCallDelta",
+    "Tools",
     "astream",
     "detect_format",
     "formats",

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from .grammar import DECODER
+from .grammar import DECODER, NotStrictJSON, strict_loads
 from .spec import CallResult, ParsedCall, Rejection
 from .types import INVALID_JSON
 
@@ -47,6 +47,18 @@ def object_members(text: str, pos: int) -> tuple[list[tuple[str, Any, str]], int
         return None
 
 
+def json_problem(text: str, pos: int) -> str | None:
+    """What makes the JSON value at `text[pos]` unacceptable although its syntax is JSON's (NaN,
+    an overflowing number, a lone surrogate, a duplicate key, nesting too deep), or None."""
+    try:
+        DECODER.raw_decode(text, pos)
+    except NotStrictJSON as error:
+        return error.msg
+    except ValueError:
+        return None
+    return None
+
+
 def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:
     """The arguments and their JSON text, or an error message.
 
@@ -56,9 +68,9 @@ def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:
         return value, raw
     if isinstance(value, str):
         try:
-            inner = json.loads(value)
-        except ValueError as error:
-            return f"arguments is a string that is not a JSON object: {error}"
+            inner = strict_loads(value)
+        except json.JSONDecodeError as error:
+            return f"arguments is a string that is not a JSON object: {error.msg}"
         if isinstance(inner, dict):
             return inner, value.strip()
         return "arguments is a string that does not hold a JSON object"

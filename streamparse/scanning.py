@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import NamedTuple, Protocol
 
-from .grammar import DECODER
+from .grammar import LENIENT_DECODER
 
 
 class Delimiters:
@@ -173,6 +173,6 @@ class JsonAwareScanner:
 def _complete_value(text: str, pos: int) -> int | None:
     """Where the JSON value starting at `pos` ends, when all of it is in `text`."""
     try:
-        return DECODER.raw_decode(text, pos)[1]
+        return LENIENT_DECODER.raw_decode(text, pos)[1]  # only where it ends: the visitor reads it strictly
     except (ValueError, RecursionError):
         return None

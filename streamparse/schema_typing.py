@@ -17,6 +17,9 @@ import math
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
+from urllib.parse import unquote
+
+from .grammar import encodable, strict_loads
 
 _ORDER = ("null", "boolean", "integer", "number", "object", "array")
 _PYTHON_TYPE = {type(None): "null", bool: "boolean", int: "integer", float: "number",
@@ -28,10 +31,35 @@ MAX_DEPTH = 200
 _MAX_DIGITS = 4300
 
 
-def schema_types(schema: Any, depth: int = 0) -> set[str]:
+_MAX_SCHEMA_DEPTH = 16
+
+
+def resolve_ref(ref: str, root: Any) -> Any:
+    """The subschema a local `$ref` (`#`, `#/$defs/Name`, any JSON pointer into `root`) names, or None."""
+    if not ref.startswith("#"):
+        return None
+    node = root
+    pointer = ref[1:]
+    if not pointer:
+        return node
+    if not pointer.startswith("/"):
+        return None
+    for escaped in pointer[1:].split("/"):
+        part = unquote(escaped).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def schema_types(schema: Any, depth: int = 0, root: Any = None) -> set[str]:
     """The JSON types a schema allows, looking through `type` lists, anyOf/oneOf/allOf, enum,
-    const and OpenAPI's `nullable`. An empty set means the schema says nothing about types."""
-    if depth > 16 or not isinstance(schema, Mapping):
+    const, OpenAPI's `nullable` and, given the tool's schema as `root`, local `$ref`s. An empty
+    set means the schema says nothing about types."""
+    if depth > _MAX_SCHEMA_DEPTH or not isinstance(schema, Mapping):
         return set()
     found: set[str] = set()
     declared = schema.get("type")
@@ -43,7 +71,10 @@ def schema_types(schema: Any, depth: int = 0) -> set[str]:
         branches = schema.get(keyword)
         if isinstance(branches, list):
             for branch in branches:
-                found |= schema_types(branch, depth + 1)
+                found |= schema_types(branch, depth + 1, root)
+    ref = schema.get("$ref")
+    if root is not None and isinstance(ref, str):
+        found |= schema_types(resolve_ref(ref, root), depth + 1, root)
     values = list(schema.get("enum", [])) if isinstance(schema.get("enum"), list) else []
     if "const" in schema:
         values.append(schema["const"])
@@ -54,51 +85,121 @@ def schema_types(schema: Any, depth: int = 0) -> set[str]:
     return found & _ALL_TYPES
 
 
+def top_level_schemas(schema: Any) -> list[Mapping[str, Any]]:
+    """The schema and every schema that describes the same object with it: the branches of
+    `allOf`/`anyOf`/`oneOf` and the targets of local `$ref`s, followed to any depth (cycles once)."""
+    found: list[Mapping[str, Any]] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, Mapping) or id(node) in seen or depth > _MAX_SCHEMA_DEPTH:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            stack.append((resolve_ref(ref, schema), depth + 1))
+        for keyword in ("allOf", "anyOf", "oneOf"):
+            branches = node.get(keyword)
+            if isinstance(branches, list):
+                stack.extend((branch, depth + 1) for branch in reversed(branches))
+    return found
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(name)
 
 
 def is_json_data(value: Any) -> bool:
-    """Whether `value` is plain JSON data that `json.dumps` writes and `json.loads` reads back equal:
-    dicts with str keys, lists, str, bool, None, ints, finite floats; at most MAX_DEPTH deep."""
+    """Whether `value` is plain JSON data that `json.dumps` writes and strict JSON readers read back
+    equal: dicts with str keys, lists, str without lone surrogates, bool, None, ints, finite floats;
+    at most MAX_DEPTH deep."""
+    return _json_data_problem(value) is None
+
+
+def _json_data_problem(value: Any) -> str | None:
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if item is None or isinstance(item, (str, bool, int)):
+        if isinstance(item, str):
+            if not encodable(item):
+                return "surrogate"
+            continue
+        if item is None or isinstance(item, (bool, int)):
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
-                return False
+                return "number"
             continue
         if depth >= MAX_DEPTH:
-            return False
+            return "depth"
         if type(item) is list:
             stack.extend((child, depth + 1) for child in item)
         elif type(item) is dict:
+            stack.extend((key, depth + 1) for key in item)  # keys: str is checked like values
             if not all(isinstance(key, str) for key in item):
-                return False
+                return "key"
             stack.extend((child, depth + 1) for child in item.values())
         else:
+            return "type"
+    return None
+
+
+class TooDeepText(str):
+    """Parameter text whose JSON nests deeper than MAX_DEPTH, where the schema wanted an object or
+    an array and no string: it stays the text, and validation rejects the call as nested too deeply."""
+
+    __slots__ = ()
+
+
+def _json(text: str) -> tuple[bool, Any]:
+    """Strict JSON (RFC 8259: no NaN/Infinity, no overflow, no lone surrogates, no duplicate keys),
+    as plain JSON data; never raises."""
+    try:
+        value = strict_loads(text)
+    except ValueError:
+        return False, None
+    return (True, value) if not _deeper_than(value, MAX_DEPTH, text) else (False, None)
+
+
+def _deeper_than(value: Any, limit: int, text: str) -> bool:
+    """Whether decoded JSON nests deeper than `limit`; the strict decoder vouches for the rest."""
+    if text.count("[") + text.count("{") < limit:
+        return False
+    level = [value]
+    for _ in range(limit):
+        level = [child for item in level for child in (item.values() if type(item) is dict else item)
+                 if type(child) is dict or type(child) is list]
+        if not level:
             return False
     return True
 
 
-def _json(text: str) -> tuple[bool, Any]:
-    """Strict JSON (no NaN/Infinity), as plain JSON data; never raises."""
+def _too_deep(text: str) -> bool:
     try:
-        value = json.loads(text, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return False, None
-    return (True, value) if is_json_data(value) else (False, None)
+        value = strict_loads(text)
+    except json.JSONDecodeError as error:
+        return error.msg == "nested too deeply"
+    except ValueError:
+        return False
+    return _json_data_problem(value) == "depth"
 
 
 def _literal(text: str) -> tuple[bool, Any]:
-    """JSON first, then a Python literal (never evaluated: `ast.literal_eval`)."""
+    """JSON first, then a Python literal (never evaluated: `ast.literal_eval`), which must not
+    write a dict key twice either."""
     ok, value = _json(text)
     if ok:
         return ok, value
     try:
-        value = ast.literal_eval(text)
+        tree = ast.parse(text, mode="eval")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keys = [ast.literal_eval(key) if key is not None else None for key in node.keys]
+                if len(set(map(repr, keys))) != len(keys):
+                    return False, None
+        value = ast.literal_eval(tree)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False, None
     return (True, value) if is_json_data(value) else (False, None)
@@ -152,6 +253,8 @@ def coerce(text: str, schema: Any) -> Any:
             ok, value = _as(kind, text)
             if ok:
                 return value
+    if types and "string" not in types and types & {"object", "array"} and _too_deep(text.strip()):
+        return TooDeepText(text)
     return text
 
 
@@ -168,10 +271,22 @@ def parse_json_value(text: str, schema: Any) -> Any:
 
 
 def property_schema(tool_schema: Any, name: str) -> Any:
-    """The schema of parameter `name` in a tool's parameters schema, or None when not named."""
+    """The schema of parameter `name` in a tool's parameters schema, or None when not named.
+
+    The parameter may be declared at the top, in `allOf`/`anyOf`/`oneOf` branches or behind a local
+    `$ref` (a tool's `parameters` written as a union of shapes); declared in several places, its
+    schema is their `anyOf` (typing tries every type any of them allows)."""
     if not isinstance(tool_schema, Mapping):
         return None
     properties = tool_schema.get("properties")
-    if isinstance(properties, Mapping):
-        return properties.get(name)
-    return None
+    direct = properties.get(name) if isinstance(properties, Mapping) else None
+    if direct is not None and not any(k in tool_schema for k in ("allOf", "anyOf", "oneOf", "$ref")):
+        return direct
+    declared = []
+    for part in top_level_schemas(tool_schema):
+        found = part.get("properties")
+        if isinstance(found, Mapping) and name in found:
+            declared.append(found[name])
+    if not declared:
+        return None
+    return declared[0] if len(declared) == 1 else {"anyOf": declared}

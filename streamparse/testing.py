@@ -29,7 +29,7 @@ import itertools
 from .registry import get_format
 from .types import Message, ToolCall
 
-__all__ = ["arguments", "messages", "splittings", "text_for"]
+__all__ = ["arguments", "messages", "risky_argument_texts", "risky_schemas", "splittings", "text_for"]
 
 # Characters that exercise escaping and tag handling; the formats' delimiters are filtered out.
 _TRICKY = "<>/[]{}\"'\\|`=:_-  \t\n"
@@ -124,3 +124,51 @@ def splittings(draw: Any, text: str, max_chunk: int = 12) -> list[str]:
         cuts = set(draw(st.lists(st.integers(0, len(text)), max_size=4)))
     edges = sorted({0, len(text), *cuts})
     return [text[a:b] for a, b in itertools.pairwise(edges) if b > a]
+
+
+# The schema keywords that used to raise or stall inside validation (issue #12), and argument
+# values that JSON readers disagree on or that validators choke on.
+_RISKY_PATTERNS = ("^(a|a)*$", "^(a+)+$", "^[a-z]{1,8}$", "(x+x+)+y", "^$", "a{2,}")
+
+
+def risky_schemas() -> st.SearchStrategy[dict[str, Any]]:
+    """Tool parameter schemas drawing the risky keywords: `multipleOf` with a fraction, `format:
+    regex`, `uniqueItems`, backtracking `pattern`/`patternProperties`/`propertyNames`, local
+    `$ref`s, `oneOf`/`anyOf` at the top of the parameters, nullable types."""
+    value = st.sampled_from([
+        {"type": "number", "multipleOf": 0.01}, {"type": "integer", "multipleOf": 3},
+        {"type": "string", "format": "regex"}, {"type": "array", "uniqueItems": True},
+        {"type": "string", "nullable": True}, {"type": ["integer", "null"]}, {"$ref": "#/$defs/thing"},
+        {"anyOf": [{"type": "object"}, {"type": "null"}]}, {},
+    ]) | st.sampled_from(_RISKY_PATTERNS).map(lambda p: {"type": "string", "pattern": p})
+    properties = st.dictionaries(st.sampled_from(["a", "b", "path", "n"]), value, max_size=4)
+    extras = st.sampled_from([
+        {}, {"additionalProperties": False},
+        {"patternProperties": {"^(a|a)*$": {"type": "string"}}},
+        {"propertyNames": {"pattern": "^(a+)+$"}},
+    ])
+
+    def build(props: dict[str, Any], extra: dict[str, Any], split: bool) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "object", "$defs": {"thing": {"type": ["object", "array"]}}, **extra}
+        if split and len(props) > 1:
+            keys = sorted(props)
+            schema["anyOf"] = [{"properties": {key: props[key]}} for key in keys]
+        else:
+            schema["properties"] = props
+        return schema
+
+    return st.builds(build, properties, extras, st.booleans())
+
+
+def risky_argument_texts() -> st.SearchStrategy[str]:
+    """JSON texts of arguments with the values that are not strict JSON or that strain a validator:
+    NaN, Infinity, numbers overflowing a double, 400-digit integers, lone surrogates (escaped and raw),
+    duplicate keys, long repeated items, deep nesting, huge regex repeats."""
+    atoms = st.sampled_from([
+        "NaN", "-Infinity", "1e999", "9" * 400, "1.005", "0.01", '"\\ud800"', '"\\udc00x"', '"\ud800"',
+        '"\\ud83d\\ude00"', '"a{4294967296}"', '"' + "a" * 40 + '!"', "true", "null", "[1, 1.0]",
+        "[1, true]", '[{"k": 1}, {"k": 1}]', '{"k": 1, "k": 2}', "[" * 300 + "]" * 300, '"ok"', "3",
+    ])
+    keys = st.sampled_from(['"a"', '"b"', '"path"', '"n"', '"\\ud800"', '"' + "a" * 40 + '!"'])
+    members = st.lists(st.tuples(keys, atoms), max_size=4)
+    return members.map(lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}")

@@ -7,14 +7,18 @@ CI runs the `ci` hypothesis profile; `HYPOTHESIS_PROFILE=long pytest tests/test_
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import FORMAT_NAMES, assert_nothing_lost, assert_stream_matches, fold, ids
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamparse
-from streamparse import StreamParser, Token
+from streamparse import Message, StreamParser, Token, ToolCall
+from streamparse.grammar import strict_loads
 from streamparse.registry import get_format
+from streamparse.testing import risky_argument_texts, risky_schemas
 
 # No tools; any arguments; typed and recursive schemas (typing by schema, deep validation).
 TOOL_CHOICES = [
@@ -115,3 +119,24 @@ def test_work_grows_linearly_with_pathological_inputs(fmt: str) -> None:
             parser, _ = _run([text[i:i + 3] for i in range(0, len(text), 3)], fmt)
             counts.append(parser.scanned)
         assert counts[1] <= 4.6 * counts[0], (unit, counts)
+
+
+_RAW = {"__raw__": 4242}
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMAT_NAMES if not get_format(f).untyped_values])
+@given(data=st.data())
+@settings(deadline=None)
+def test_fuzz_risky_schemas_and_arguments(fmt: str, data: st.DataObject) -> None:
+    """Schemas with the keywords that used to raise or stall, arguments with the values that are not
+    strict JSON: nothing raises, stream == parse, accepted arguments are strict JSON."""
+    tools = [{"name": "f", "parameters": data.draw(risky_schemas())}]
+    arguments = data.draw(risky_argument_texts())
+    text = streamparse.render(Message(tool_calls=[ToolCall("c", "f", dict(_RAW), "")]), fmt)
+    text = text.replace(json.dumps(_RAW), arguments)
+    whole, _ = _run([text], fmt, tools=tools)
+    for call in whole.message.tool_calls:
+        assert strict_loads(call.arguments_json) == call.arguments
+    json.dumps(whole.message.to_openai(), ensure_ascii=False).encode("utf-8")
+    parser, _ = _run(list(text), fmt, tools=tools, emit_calls="progressive")
+    assert parser.message == whole.message

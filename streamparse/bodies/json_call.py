@@ -27,7 +27,7 @@ from typing import Any
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..calls import ARGUMENT_KEYS, call_from_members, object_members
+from ..calls import ARGUMENT_KEYS, call_from_members, json_problem, object_members
 from ..grammar import ValueNode, load_grammar
 from ..scanning import JsonAwareScanner
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, Rejection, StreamEvent
@@ -133,8 +133,8 @@ class JsonCall:
             if not envelope.complete:
                 return [Rejection(TRUNCATED, [f"the output ended inside {self.tag} before the call was complete"])]
             pos = error.pos
-            return [Rejection(INVALID_JSON, [f"not one JSON call object: unexpected text at character {pos}: "
-                                             f"{body[pos:pos + 20]!r}"])]
+            problem = json_problem(body, pos) or f"unexpected text at character {pos}: {body[pos:pos + 20]!r}"
+            return [Rejection(INVALID_JSON, [f"not one JSON call object: {problem}"])]
         return [call_of(_VISITOR.visit(tree), self.id_keys)]
 
 _STRUCTURE = re.compile(r'["{}\[\]:,]')

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..grammar import encodable
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, Delta, RejectedCall, ToolCall, ToolCallDelta
 from ..validation import ToolSet
@@ -75,6 +76,8 @@ class Settler:
         name = event.name.strip()
         if event.k in self._started or event.k in self._decided:
             return
+        if not encodable(name) or (event.id is not None and not encodable(event.id)):
+            return  # a lone surrogate: not sent (the final check rejects the call)
         if not self._tools.known(name):
             if event.id is not None:  # not started, but its id counts as written, as in validated mode
                 self._decided[event.k] = self._id_for(event.id, self._ordinal + event.k)

@@ -32,7 +32,7 @@ from parsimonious.nodes import Node
 
 from ..bodies.json_call import CallObjectVisitor, call_of
 from ..calls import ARGUMENT_KEYS, arguments_of
-from ..grammar import DECODER, ValueNode, load_grammar
+from ..grammar import DECODER, LENIENT_DECODER, ValueNode, load_grammar
 from ..scanning import Delimiters, ScanResult
 from ..spec import (
     ArgumentsFragment,
@@ -421,7 +421,7 @@ class ToolCallsReader:
         if self._skim_budget <= 0 or (objects is not None and depth < objects.depth):
             return None
         try:
-            end: int = DECODER.raw_decode(text, pos)[1]
+            end: int = LENIENT_DECODER.raw_decode(text, pos)[1]  # where it ends; read strictly later
         except (ValueError, RecursionError):
             self._skim_budget -= len(text) - pos
             return None

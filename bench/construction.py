@@ -1,0 +1,172 @@
+"""`python -m bench.construction`: what `tools=` costs a server that builds one parser per request.
+
+Parser construction with 0, 1, 10 and 50 tools, three ways: a fresh list per parser (equal content,
+new objects, as each request brings — recognised by content after the first), a `streamparse.Tools`
+compiled once, and compiling the list from scratch (what every construction paid before `Tools`).
+Then `parse()` with the benchmark's tools: a short completion with 2 tools, and the 14K/52K/203K
+outputs of every format, next to transformers' `parse_response` when it is installed.
+A benchmark, not a test: numbers depend on the machine; the ratios are what to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import streamparse
+from streamparse.registry import get_format
+from streamparse.validation import Tools
+
+from .outputs import benchmark_output
+from .peer import load_peer, load_template
+
+
+def _tool(name: str, i: int) -> dict[str, Any]:
+    """A tool shaped like the ones coding agents send: a few typed, described parameters."""
+    return {"type": "function", "function": {
+        "name": name,
+        "description": f"Tool number {i}: does one thing to the workspace and reports what it did.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File or directory, relative to the root."},
+                "content": {"type": "string", "description": "Text to write."},
+                "recursive": {"type": "boolean", "default": False},
+                "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
+                "mode": {"type": "string", "enum": ["read", "write", "append"]},
+                "options": {"type": "object", "additionalProperties": {"type": "string"}},
+                "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    }}
+
+
+# The tools the benchmark outputs call (bench/outputs.py `_calls`).
+BENCH_TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": "search_records", "parameters": {
+        "type": "object", "properties": {
+            "query": {"type": "object", "properties": {
+                "text": {"type": "string"},
+                "filters": {"type": "array", "items": {"type": "object", "required": ["field", "op"]}},
+                "sort": {"type": "array", "items": {"$ref": "#/$defs/sort"}}}},
+            "page": {"type": "object", "properties": {"size": {"type": "integer"},
+                                                      "cursor": {"type": ["string", "null"]}}}},
+        "required": ["query"], "$defs": {"sort": {"type": "object", "properties": {
+            "by": {"type": "string"}, "desc": {"type": "boolean"}}}}}}},
+    {"type": "function", "function": {"name": "write_file", "parameters": {
+        "type": "object", "properties": {
+            "path": {"type": "string", "pattern": "^[^\\0]+$"},
+            "content": {"type": "string"},
+            "options": {"type": "object"}},
+        "required": ["path", "content"]}}},
+    {"type": "function", "function": {"name": "run_tests", "parameters": {
+        "type": "object", "properties": {
+            "targets": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+            "env": {"type": "object", "additionalProperties": {"type": "string"}},
+            "config": {"type": "object"}},
+        "required": ["targets"]}}},
+]
+
+
+def tool_list(count: int) -> list[dict[str, Any]]:
+    return [_tool(f"tool_{i}", i) for i in range(count)]
+
+
+def best(run: Callable[[], object], reps: int, rounds: int = 5) -> float:
+    """Best mean seconds per call over `rounds` rounds of `reps` calls."""
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(reps):
+            run()
+        times.append((time.perf_counter() - start) / reps)
+    return min(times)
+
+
+def construction(counts: tuple[int, ...], reps: int) -> None:
+    base = best(lambda: streamparse.StreamParser(format="hermes"), reps * 10)
+    print(f"StreamParser construction, hermes; no tools: {base * 1000:.4f} ms")
+    print(f"{'tools':>5}  {'fresh list (seen before)':>26}  {'Tools object':>20}  {'compiled each time':>20}  "
+          f"{'json.dumps(list)':>16}")
+    for count in counts:
+        tools = tool_list(count)
+        compiled = Tools(tools)
+        copies = [json.loads(json.dumps(tools)) for _ in range(reps)]  # new objects, equal content
+        streamparse.StreamParser(format="hermes", tools=copies[0])  # the first request compiles it
+        it = iter(copies * 5)
+        fresh = best(lambda: streamparse.StreamParser(format="hermes", tools=next(it)), reps)  # noqa: B023
+        shared = best(lambda: streamparse.StreamParser(format="hermes", tools=compiled), reps * 10)  # noqa: B023
+        scratch = best(lambda: Tools(tools), max(1, reps // 20), rounds=2)  # noqa: B023
+        hashing = best(lambda: json.dumps(tools, sort_keys=True), reps)  # noqa: B023
+        print(f"{count:>5}  {fresh * 1000:>10.4f} ms = {fresh / base:>6.1f}x  {shared * 1000:>8.4f} ms = "
+              f"{shared / base:>4.1f}x  {scratch * 1000:>9.3f} ms = {scratch / base:>6.0f}x  "
+              f"{hashing * 1000:>12.4f} ms")
+
+
+def short_parse(reps: int) -> None:
+    tools = BENCH_TOOLS[1:]
+    text = ('<think>\nThe user wants the file written and tested.\n</think>\n\nWriting it now.\n<tool_call>\n'
+            '{"name": "write_file", "arguments": {"path": "a.py", "content": "print(1)\\n"}}\n</tool_call>\n'
+            '<tool_call>\n{"name": "run_tests", "arguments": {"targets": ["tests/test_a.py"]}}\n</tool_call>')
+    compiled = Tools(tools)
+    none = best(lambda: streamparse.parse(text, "hermes"), reps)
+    listed = best(lambda: streamparse.parse(text, "hermes", tools=json.loads(json.dumps(tools))), reps)
+    shared = best(lambda: streamparse.parse(text, "hermes", tools=compiled), reps)
+    line = (f"parse() of a short hermes completion ({len(text)} chars, 2 calls): no tools {none * 1000:.3f} ms, "
+            f"2 tools as a fresh list {listed * 1000:.3f} ms, as Tools {shared * 1000:.3f} ms")
+    peer = load_peer()
+    template = load_template(peer, "hermes") if peer is not None else None
+    if peer is not None and template is not None:
+        theirs = best(lambda: peer.parse_response(text, template, prefix=""), reps)
+        line += f"; transformers parse_response {theirs * 1000:.3f} ms"
+    print(line)
+
+
+def outputs(formats: list[str], sizes: tuple[int, ...], reps: int) -> None:
+    peer = load_peer()
+    compiled = Tools(BENCH_TOOLS)
+    print(f"parse() of the benchmark outputs with the benchmark's tools (Tools), ms"
+          f"{'' if peer else ' (transformers not installed: no comparison)'}")
+    print(f"{'format':<14} {'size':>7} {'no tools':>9} {'tools':>9} {'transformers':>13} {'ratio':>6}  accepted")
+    for name in formats:
+        spec = get_format(name)
+        template = load_template(peer, name) if peer is not None else None
+        for size in sizes:
+            output = benchmark_output(spec, size)
+            text = output.text
+            message = streamparse.parse(text, name, tools=compiled)
+            plain = best(lambda: streamparse.parse(text, name), reps)  # noqa: B023
+            ours = best(lambda: streamparse.parse(text, name, tools=compiled), reps)  # noqa: B023
+            cell, ratio = "-", "-"
+            if peer is not None and template is not None:
+                try:
+                    theirs = best(lambda: peer.parse_response(text, template, prefix=""), reps)  # noqa: B023
+                    cell, ratio = f"{theirs * 1000:.2f}", f"{theirs / ours:.1f}x"
+                except Exception as error:
+                    cell = type(error).__name__
+            print(f"{name:<14} {len(text):>7} {plain * 1000:>9.2f} {ours * 1000:>9.2f} {cell:>13} {ratio:>6}  "
+                  f"{len(message.tool_calls)}/{len(message.tool_calls) + len(message.rejected)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.construction", description=__doc__)
+    parser.add_argument("--reps", type=int, default=200, help="calls per timing round")
+    parser.add_argument("--counts", default="0,1,10,50", help="tool list sizes")
+    parser.add_argument("--formats", default="hermes,qwen3_coder,deepseek_r1,deepseek_v3_1,deepseek_v3_2,mistral")
+    parser.add_argument("--sizes", default="14000,52000,203000")
+    parser.add_argument("--no-outputs", action="store_true", help="skip the 14K/52K/203K outputs")
+    args = parser.parse_args(argv)
+    construction(tuple(int(c) for c in args.counts.split(",")), args.reps)
+    short_parse(args.reps)
+    if not args.no_outputs:
+        outputs(args.formats.split(","), tuple(int(s) for s in args.sizes.split(",")), max(3, args.reps // 50))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

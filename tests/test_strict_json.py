@@ -1,0 +1,173 @@
+"""Arguments are strict JSON (RFC 8259) in every format: issue #12, item 3 and item 8.
+
+NaN, Infinity, numbers that overflow a double, lone surrogates (escaped or raw, in names, keys and
+values) and duplicate keys at any depth make the call `invalid_json`; nesting deeper than the
+reader follows is `invalid_json` "nested too deeply". Nothing raises, `parse()` and every way of
+streaming agree, every accepted call's `arguments_json` reads back with a strict reader, and the
+CLI prints JSON (never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+import streamparse
+from streamparse import Message, ToolCall
+from streamparse.families import FAMILIES
+from streamparse.grammar import strict_loads
+
+JSON_FORMATS = [spec.name for spec in FAMILIES if not spec.untyped_values]
+XML_FORMATS = [spec.name for spec in FAMILIES if spec.untyped_values]
+_MARK = {"__raw_arguments__": 12345}
+
+# Argument texts a model can write that are JSON to Python's lenient reader but not to RFC 8259.
+BAD_ARGUMENTS = {
+    "nan": ('{"a": NaN}', "NaN is not JSON"),
+    "infinity": ('{"a": -Infinity}', "Infinity is not JSON"),
+    "overflow": ('{"a": 1e999}', "too large for a double"),
+    "escaped lone surrogate": ('{"a": "x\\ud800y"}', "lone surrogate"),
+    "escaped lone low surrogate in a key": ('{"\\udc00": 1}', "lone surrogate"),
+    "raw lone surrogate": ('{"a": "x\ud800"}', "lone surrogate"),
+    "duplicate key": ('{"path": "a", "path": "b"}', "duplicate key 'path'"),
+    "nested duplicate key": ('{"x": [{"k": 1, "k": 1}]}', "duplicate key 'k'"),
+    "deep nesting": ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
+}
+
+
+def wire(fmt: str, arguments_text: str, name: str = "f") -> str:
+    """The output text of one call to `name` whose arguments JSON is exactly `arguments_text`."""
+    text = streamparse.render(Message(tool_calls=[ToolCall("call1", name, dict(_MARK), "")]), fmt)
+    marker = json.dumps(_MARK)
+    assert text.count(marker) == 1, text
+    return text.replace(marker, arguments_text)
+
+
+def outcomes(text: str, fmt: str, **options: Any) -> Message:
+    """`parse()`, and streaming in 1-char chunks in both emit modes: all agree and none raises."""
+    options.setdefault("id_factory", lambda k: f"call{k}")
+    message = streamparse.parse(text, fmt, **options)
+    for emit in ("validated", "progressive"):
+        parser = streamparse.StreamParser(format=fmt, emit_calls=emit, **options)
+        for chunk in text:
+            parser.feed(chunk)
+        parser.close()
+        assert parser.message == message
+    json.dumps(message.to_openai(), ensure_ascii=False).encode("utf-8")  # writable as UTF-8
+    for call in message.tool_calls:
+        assert strict_loads(call.arguments_json) == call.arguments
+    return message
+
+
+@pytest.mark.parametrize("fmt", JSON_FORMATS)
+@pytest.mark.parametrize("case", sorted(BAD_ARGUMENTS))
+def test_non_strict_arguments_are_invalid_json(fmt: str, case: str) -> None:
+    arguments, reason = BAD_ARGUMENTS[case]
+    message = outcomes(wire(fmt, arguments), fmt)
+    assert message.tool_calls == []
+    assert [r.status for r in message.rejected] == ["invalid_json"]
+    if fmt in ("hermes", "mistral") or case == "deep nesting":  # formats whose readers report the decoder's words
+        assert reason in " ".join(message.rejected[0].errors), message.rejected[0].errors
+
+
+@pytest.mark.parametrize("fmt", JSON_FORMATS)
+def test_strict_arguments_are_accepted(fmt: str) -> None:
+    arguments = '{"a": 1.5e300, "b": "\\ud83d\\ude00 ok", "c": {"k": 1}, "d": [{"k": 1}, {"k": 2}]}'
+    message = outcomes(wire(fmt, arguments), fmt)
+    assert [c.arguments for c in message.tool_calls] == [json.loads(arguments)]
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "mistral"])
+@pytest.mark.parametrize("inner", ['{"a": NaN, "b": Infinity}', '{"p": 1, "p": 2}', '{"a": "\\ud800"}'])
+def test_arguments_as_a_json_string_are_strict_too(fmt: str, inner: str) -> None:
+    """Some models write the arguments as a JSON string holding the object: its content is held to
+    the same rules (it used to be read with plain `json.loads`)."""
+    text = wire(fmt, json.dumps(inner))
+    if fmt == "mistral":
+        text = "[TOOL_CALLS]" + json.dumps([{"name": "f", "arguments": "@"}]).replace('"@"', json.dumps(inner))
+    message = outcomes(text, fmt)
+    assert [r.status for r in message.rejected] == ["invalid_json"]
+
+
+@pytest.mark.parametrize(("fmt", "text"), [
+    ("hermes", '<tool_call>\n{"name": "f\\ud800", "arguments": {}}\n</tool_call>'),
+    ("mistral", '[TOOL_CALLS][{"name": "f\\udbff", "arguments": {}}]'),
+    ("mistral", '[TOOL_CALLS][{"name": "f", "arguments": {}, "id": "a\\ud800"}]'),
+])
+def test_lone_surrogate_in_a_json_name_or_id_is_invalid_json(fmt: str, text: str) -> None:
+    """Where the name (or id) is a JSON string; formats that write the name as plain text take
+    `\\ud800` as six characters."""
+    message = outcomes(text, fmt)
+    assert message.tool_calls == []
+    assert [r.status for r in message.rejected] == ["invalid_json"]
+
+
+XML_TOOLS = [{"name": "f", "parameters": {"type": "object", "properties": {
+    "s": {"type": "string"}, "o": {"type": "object"}, "n": {"type": "number"}}}}]
+
+
+def xml_wire(fmt: str, key: str, value_text: str) -> str:
+    text = streamparse.render(Message(tool_calls=[ToolCall("c", "f", {key: "@@VALUE@@"}, "")]), fmt)
+    return text.replace("@@VALUE@@", value_text)
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+@pytest.mark.parametrize("tools", [None, XML_TOOLS])
+def test_xml_raw_lone_surrogate_is_invalid_json(fmt: str, tools: Any) -> None:
+    message = outcomes(xml_wire(fmt, "s", "bad \ud800 text"), fmt, tools=tools)
+    assert message.tool_calls == []
+    assert [r.status for r in message.rejected] == ["invalid_json"]
+    assert "lone surrogate" in message.rejected[0].errors[0]
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+@pytest.mark.parametrize("value", ['{"a": NaN}', '{"a": 1e999}', '{"p": 1, "p": 2}', "{'p': 1, 'p': 2}",
+                                   '{"a": "\\ud800"}'])
+def test_xml_object_value_that_is_not_strict_json_does_not_type(fmt: str, value: str) -> None:
+    """FORMATS.md, typing by schema: a value that fits no type stays text, and validation rejects it."""
+    message = outcomes(xml_wire(fmt, "o", value), fmt, tools=XML_TOOLS)
+    assert message.tool_calls == []
+    assert [r.status for r in message.rejected] == ["schema_violation"]
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_xml_number_overflow_does_not_type(fmt: str) -> None:
+    message = outcomes(xml_wire(fmt, "n", "1e999"), fmt, tools=XML_TOOLS)
+    assert [r.status for r in message.rejected] == ["schema_violation"]
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_xml_deep_nesting_is_reported_as_such(fmt: str) -> None:
+    message = outcomes(xml_wire(fmt, "o", '{"a": ' + "[" * 3000 + "]" * 3000 + "}"), fmt, tools=XML_TOOLS)
+    assert [r.status for r in message.rejected] == ["invalid_json"]
+    assert "nests too deeply" in message.rejected[0].errors[0]
+
+
+@pytest.mark.parametrize("fmt", JSON_FORMATS)
+def test_cli_prints_json_for_non_strict_arguments(fmt: str) -> None:
+    text = "\n".join(wire(fmt, arguments) for arguments, _ in BAD_ARGUMENTS.values() if "\ud800" not in arguments)
+    done = subprocess.run([sys.executable, "-m", "streamparse", "parse", "--format", fmt, "-"],
+                          check=False, input=text, capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    json.loads(done.stdout)
+
+
+def test_strict_decoder_rules() -> None:
+    assert strict_loads('{"a": [1, 2.5, "\\ud83d\\ude00"]}') == {"a": [1, 2.5, "😀"]}
+    for bad in ("NaN", "[Infinity]", "1e400", '"\\ud800"', '{"a": 1, "a": 1}', '"\udfff"', "[" * 100000):
+        with pytest.raises(json.JSONDecodeError):
+            strict_loads(bad)
+
+
+@pytest.mark.parametrize("text", ['<tool_call>{"name": "f\\ud800", "arguments": {}}</tool_call>'])
+def test_a_name_with_a_lone_surrogate_is_never_sent_in_progressive_mode(text: str) -> None:
+    parser = streamparse.StreamParser("hermes", emit_calls="progressive")
+    deltas = [d for ch in text for d in parser.feed(ch)] + parser.close()
+    for delta in deltas:
+        json.dumps(delta.to_openai(), ensure_ascii=False).encode("utf-8")  # never unencodable
+    assert parser.message.tool_calls == [] and [r.status for r in parser.message.rejected] == ["invalid_json"]
