@@ -4,26 +4,29 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from .registry import get_format
 
-# (format, markers that must all occur in the template), most specific first. The template is the
-# model's own description of its wire format: the strings it writes around tool calls.
-_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("deepseek_v3_2", ("｜DSML｜",)),
-    ("deepseek_r1", ("tool▁sep", "```json")),
-    ("deepseek_v3_1", ("tool▁sep",)),
-    ("mistral", ("[TOOL_CALLS]",)),
-    ("qwen3_coder", ("<function=", "<parameter=")),
-    ("hermes", ("<tool_call>",)),
-    # Templates that show no tool markup: known families by their turn markers.
-    ("deepseek_r1", ("<｜Assistant｜>",)),
-    ("mistral", ("[INST]",)),
-    ("hermes", ("<|im_start|>",)),
-)
+Rule = tuple[str, tuple[str, ...]]  # (format, strings that must all occur in the template)
+
+
+def _ordered(rules: Sequence[Rule]) -> tuple[Rule, ...]:
+    """More strings first, then longer ones: the more specific rule wins."""
+    return tuple(sorted(rules, key=lambda rule: (-len(rule[1]), -sum(map(len, rule[1])), rule[0])))
+
+
+@cache
+def _rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """Every format's declared markers (`FormatSpec.detect`, `detect_turns`), in the order they are tried."""
+    from .families import FAMILIES
+
+    markup = [(spec.name, markers) for spec in FAMILIES for markers in spec.detect]
+    turns = [(spec.name, (marker,)) for spec in FAMILIES for marker in spec.detect_turns]
+    return _ordered(markup), _ordered(turns)
 
 
 def _templates(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[str]:
@@ -60,12 +63,18 @@ def detect_format(chat_template: str | os.PathLike[str] | Mapping[str, Any]) -> 
 
     Accepts the template text, a `tokenizer_config.json` dict, or a path to a template or to
     `tokenizer_config.json`."""
-    templates = _templates(chat_template)
-    for name, markers in _RULES:
-        for template in templates:
-            if all(marker in template for marker in markers):
-                return name
+    templates = [t for t in _templates(chat_template) if _is_jinja(t)]
+    for rules in _rules():
+        for name, markers in rules:
+            for template in templates:
+                if all(marker in template for marker in markers):
+                    return name
     return None
+
+
+def _is_jinja(text: str) -> bool:
+    """A chat template is Jinja code: prose that only mentions a marker (a README) names no format."""
+    return "{%" in text or "{{" in text
 
 
 def thinking_forced_open(prompt: str, format: str = "hermes") -> bool:

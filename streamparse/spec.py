@@ -163,6 +163,11 @@ class FormatSpec:
     # (Kimi K2, Apertus: their call tokens are emitted only to call). Otherwise the call text stays
     # reasoning unless the caller extracts it.
     calls_end_reasoning: bool = False
+    # How `detect_format` knows the format from a chat template: sets of strings that must all occur
+    # in it (the tool-call markup the template writes), and, for templates that show no tool markup,
+    # turn markers. Rules with more strings are tried first, then longer ones.
+    detect: tuple[tuple[str, ...], ...] = ()
+    detect_turns: tuple[str, ...] = ()
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed)."""

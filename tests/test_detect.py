@@ -97,3 +97,29 @@ def test_detected_names_are_accepted_formats_of_the_fixtures() -> None:
 def test_thinking_forced_open_from_a_prompt(prompt: str, forced: bool) -> None:
     assert thinking_forced_open(prompt, "hermes") is forced
     assert bool(streamparse.parse("r</think>c", prompt=prompt).reasoning) is forced
+
+
+def test_prose_that_mentions_a_marker_names_no_format(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("Mistral models write [TOOL_CALLS] before calls, Qwen writes <tool_call>.\n")
+    assert detect_format(readme) is None
+    assert detect_format("The model writes [TOOL_CALLS] then a JSON list.") is None
+
+
+def test_detection_reads_each_formats_declared_markers() -> None:
+    from streamparse.families import FAMILIES
+
+    for spec in FAMILIES:
+        for markers in spec.detect:
+            template = "{% for m in messages %}" + " ".join(markers) + "{% endfor %}"
+            assert detect_format(template) == spec.name, (spec.name, markers)
+
+
+@shared
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_real_template_is_detected_in_its_tokenizer_config_form(name: str, tmp_path: Path) -> None:
+    if EXPECTED[name] not in streamparse.formats():
+        pytest.skip(f"format {EXPECTED[name]} is not read yet")
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"chat_template": (TEMPLATES / name).read_text(), "eos_token": "</s>"}))
+    assert detect_format(config) == EXPECTED[name]

@@ -75,6 +75,8 @@ DEEPSEEK_R1 = FormatSpec(
     wrappers=(_CALLS_BLOCK,),
     render=render_r1,
     special=_SPECIAL,
+    detect=(("tool▁sep", "```json"),),
+    detect_turns=("<｜Assistant｜>",),
 )
 
 DEEPSEEK_V3_1 = FormatSpec(
@@ -85,6 +87,7 @@ DEEPSEEK_V3_1 = FormatSpec(
     wrappers=(_CALLS_BLOCK,),
     render=render_v3_1,
     special=_SPECIAL,
+    detect=(("tool▁sep",),),
 )
 
 FORMATS = (DEEPSEEK_R1, DEEPSEEK_V3_1)

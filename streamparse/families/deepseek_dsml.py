@@ -94,6 +94,7 @@ DEEPSEEK_V3_2 = FormatSpec(
     render=render,
     reserved=(INVOKE_CLOSER, PARAM_OPENER, PARAM_CLOSER),
     untyped_values=True,
+    detect=((DSML,),),
 )
 
 FORMATS = (DEEPSEEK_V3_2,)

@@ -31,6 +31,8 @@ HERMES = FormatSpec(
     render=render,
     # Added tokens in Qwen 2.5 / QwQ / Qwen3 and Hermes 2 Pro / 3 vocabularies.
     special=(*THINK, OPENER, CLOSER),
+    detect=((OPENER,),),
+    detect_turns=("<|im_start|>",),
 )
 
 FORMATS = (HERMES,)

@@ -840,6 +840,8 @@ MISTRAL = FormatSpec(
     # Control tokens of the tekken vocabularies (Magistral 2506's <think> is plain text).
     # [ARGS] and [CALL_ID] are tokens too, but inner markers are read as text (SECURITY.md).
     special=(*THINK, OPENER),
+    detect=((OPENER,),),
+    detect_turns=("[INST]",),
 )
 
 FORMATS = (MISTRAL,)

@@ -63,6 +63,7 @@ QWEN3_CODER = FormatSpec(
     # Added tokens of the Qwen3 vocabulary; `<function=` and `<parameter=` are ordinary text, so in
     # token-aware mode a call counts only inside a `<tool_call>` that arrived as a special token.
     special=(*THINK, WRAPPER_OPENER, WRAPPER_CLOSER),
+    detect=((FUNCTION_OPENER, PARAM_OPENER),),
 )
 
 FORMATS = (QWEN3_CODER,)
