@@ -109,11 +109,12 @@ _IN_STRING = re.compile(r'["\\]')
 
 @lru_cache(maxsize=64)
 def _outside_pattern(strings: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(r'["\[\]{}]|' + "|".join(re.escape(d) for d in strings))
+    return re.compile("|".join([r'["\[\]{}]', *(re.escape(d) for d in strings)]))
 
 
 class JsonAwareScanner:
-    """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings.
+    """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings,
+    or, with `end_at_value`, where the first top-level JSON value ends.
 
     A quote opens a string only inside brackets, so a stray `"` in the text around the JSON (a
     name, a fence) cannot hide the closer. The stops end an envelope whose closer the model forgot
@@ -121,10 +122,13 @@ class JsonAwareScanner:
     text is skipped by the C decoder; otherwise one regex jump per quote, backslash or bracket.
     Only a suffix that could start a delimiter is given back to be scanned again."""
 
-    def __init__(self, closers: Iterable[str], stops: Iterable[str] = ()) -> None:
+    def __init__(self, closers: Iterable[str], stops: Iterable[str] = (), end_at_value: bool = False) -> None:
         self._closers = frozenset(closers)
         self._delimiters = delimiters_of((*self._closers, *stops))
         self._outside = _outside_pattern(self._delimiters.strings)
+        # The envelope also ends where its first top-level JSON value ends (no closer needed:
+        # Granite's `<|tool_call|>[…]`, Llama 3's bare call objects); what follows is the region's.
+        self._end_at_value = end_at_value
         self._depth = 0
         self._in_string = False
         self._escaped = False  # the previous piece ended with a backslash inside a string
@@ -160,10 +164,14 @@ class JsonAwareScanner:
                 if self._depth == 0:
                     end = _complete_value(text, match.start())
                     if end is not None:  # the whole value is in view: skip it at C speed
+                        if self._end_at_value:
+                            return ScanResult(end, end)
                         pos = end
                         continue
                 self._depth += 1
             elif found in "]}":
+                if self._end_at_value and self._depth == 1:
+                    return ScanResult(pos, pos)
                 self._depth = max(0, self._depth - 1)
             else:
                 end = match.end() if found in self._closers else match.start()

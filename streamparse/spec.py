@@ -168,6 +168,9 @@ class FormatSpec:
     # turn markers. Rules with more strings are tried first, then longer ones.
     detect: tuple[tuple[str, ...], ...] = ()
     detect_turns: tuple[str, ...] = ()
+    # Markers that are framing wherever they occur in content and are dropped (Command R7B's
+    # `<|START_RESPONSE|>` / `<|END_RESPONSE|>`): content is the text around them, joined.
+    framing: tuple[str, ...] = ()
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed)."""
@@ -190,4 +193,5 @@ class FormatSpec:
             out += envelope.openers
         for wrapper in self.wrappers:
             out += [*wrapper.openers, *wrapper.closers]
+        out += self.framing
         return tuple(dict.fromkeys(out))

@@ -27,6 +27,9 @@ class DelimiterSets:
         # (Qwen3-Coder's `<function=`) counts only inside a wrapper that a special token opened.
         openers = [o for e in spec.envelopes for o in e.openers] + [o for w in spec.wrappers for o in w.openers]
         self.call_openers = Delimiters([] if exclude else openers)
+        # What content searches: the call openers and the format's framing markers (dropped).
+        self.framing = frozenset(keep(list(spec.framing)))
+        self.in_content = Delimiters([*self.call_openers.strings, *self.framing])
         self.trailers = Delimiters(keep([c for w in spec.wrappers for c in w.closers]))
         self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)))
                          for w in spec.wrappers}

@@ -309,7 +309,7 @@ class StreamParser:
             if trailer is not None:
                 return start + len(trailer)
             pos = start
-        delimiters = self._sets.call_openers if in_content else self._sets.reasoning(self._reasoning_closers)
+        delimiters = self._sets.in_content if in_content else self._sets.reasoning(self._reasoning_closers)
         match = delimiters.search(text, pos)
         if match is None:
             held = max(pos, delimiters.held_from(text))
@@ -319,7 +319,8 @@ class StreamParser:
         found = match.group()
         at = match.start()
         if in_content:
-            self._open(found, _CONTENT, at)
+            if found not in self._sets.framing:
+                self._open(found, _CONTENT, at)
         elif found in self._reasoning_closers:
             region.drop_pending()
             self._mode = _CONTENT
