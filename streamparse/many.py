@@ -74,16 +74,15 @@ def check_picklable(options: Options) -> None:
 
 # ----------------------------------------------------------------------------- the worker side
 
-_worker_options: Options | None = None
+_worker: dict[str, Options] = {}  # this worker process's options, set once when it starts
 
 
 def _start_worker(options: Options) -> None:
-    global _worker_options
-    _worker_options = options
+    _worker["options"] = options
 
 
 def _run_chunk(function: Callable[[Options, Any], Any], items: list[Any]) -> list[Any]:
-    options = _worker_options
+    options = _worker.get("options")
     if options is None:  # pragma: no cover - only if a pool is built without the initializer
         raise RuntimeError("streamparse worker started without its options")
     return [function(options, item) for item in items]
