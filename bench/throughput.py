@@ -1,7 +1,7 @@
 """Post-processing throughput: completions per second, on one worker, on every core, and through Ray Data.
 
 `python -m bench.throughput` parses 10,000 realistic completions of each format (mixed lengths from a
-short answer to about 10,000 characters; about half with calls; one in ten malformed: cut off inside a
+short answer to about 10,000 characters; about half with calls; about one in five malformed: cut off inside a
 call, or calling a tool that was not offered) with `parse_many(workers=1)`, with `parse_many` on every
 core, and with `map_batches(ParseBatch)` on a local Ray instance, and prints rows/s, rows/s per core and
 the scaling factor. `--quick` runs a tiny corpus (what the tests run; its numbers mean nothing).
