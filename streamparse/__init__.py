@@ -9,6 +9,7 @@ from __future__ import annotations
 from .api import astream, parse, render, stream
 from .detect import detect_format, thinking_forced_open
 from .engine import StreamParser
+from .many import parse_many
 from .options import Options
 from .registry import formats
 from .types import Delta, Message, RejectedCall, Token, ToolCall, ToolCallDelta
@@ -28,6 +29,7 @@ __all__ = [
     "detect_format",
     "formats",
     "parse",
+    "parse_many",
     "render",
     "stream",
     "thinking_forced_open",

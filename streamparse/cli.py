@@ -109,6 +109,10 @@ def _message_json(parser: StreamParser, openai: bool) -> dict[str, Any]:
 
 
 def _cmd_parse(opts: argparse.Namespace, out: TextIO) -> int:
+    if opts.jsonl is not None or opts.parquet is not None:
+        return _cmd_parse_files(opts, out)
+    if opts.output is not None or opts.workers is not None:
+        raise UsageError("--output and --workers go with --jsonl or --parquet")
     parser = _parser(opts)
     try:
         data = Path(opts.file).read_bytes() if opts.file not in (None, "-") else sys.stdin.buffer.read()
@@ -119,6 +123,13 @@ def _cmd_parse(opts: argparse.Namespace, out: TextIO) -> int:
     json.dump(_message_json(parser, opts.openai), out, ensure_ascii=False, indent=2)
     out.write("\n")
     return 1 if opts.strict and parser.message.rejected else 0
+
+
+def _cmd_parse_files(opts: argparse.Namespace, out: TextIO) -> int:
+    """`parse --jsonl` / `--parquet`: many outputs on every core (see `streamparse.files`)."""
+    from . import files
+
+    return files.parse_jsonl(opts, out) if opts.jsonl is not None else files.parse_parquet(opts)
 
 
 def _write_deltas(deltas: Sequence[Any], out: TextIO) -> None:
@@ -273,6 +284,9 @@ def build_argparser() -> argparse.ArgumentParser:
     parse_cmd.add_argument("file", nargs="?", help="the output text; stdin when absent or -")
     parse_cmd.add_argument("--openai", action="store_true", help="print the OpenAI chat message shape")
     common(parse_cmd)
+    from .files import add_file_flags
+
+    add_file_flags(parse_cmd)
     stream_cmd = commands.add_parser("stream", help="read stdin incrementally, print one delta per line (JSON Lines)")
     common(stream_cmd)
     commands.add_parser("formats", help="list the accepted format names")

@@ -1,0 +1,224 @@
+"""`streamparse parse --jsonl` / `--parquet`: a file of many outputs parsed on every core, in input order.
+
+JSON Lines: each line is an object whose `--field` holds the output; the same object is written back
+with a `message` field (`Message.to_openai()` plus a `rejected` list). A line that is not such an
+object is reported on stderr with its number and skipped. Parquet: the columns of `parse_batch`
+(content, reasoning, tool_calls, rejected) are added to every row group. The work is done by the
+workers of `streamparse.many`; this module reads, writes and reports progress.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import ExitStack
+from functools import partial
+from typing import Any, BinaryIO, TextIO
+
+from .batch import RESULT_COLUMNS, message_row, rejected_list
+from .cli import UsageError, options_from_flags
+from .many import check_workers, ordered_map, parse_with
+from .options import Options
+
+LINES_SKIPPED = 3  # exit status when input lines were skipped (1 stays --strict's "a call was rejected")
+PARQUET_BATCH_ROWS = 4096
+
+
+def add_file_flags(sub: argparse.ArgumentParser) -> None:
+    """The flags of `parse` for files of many outputs."""
+    source = sub.add_mutually_exclusive_group()
+    source.add_argument("--jsonl", metavar="FILE",
+                        help="JSON Lines of objects holding one output each ('-': stdin); writes each object "
+                             "back with a 'message' field (the OpenAI message plus 'rejected')")
+    source.add_argument("--parquet", metavar="FILE",
+                        help="a Parquet file with one output per row (needs pyarrow: pip install "
+                             "'streamparse[batch]'); writes it with content, reasoning, tool_calls, rejected added")
+    sub.add_argument("--field", default="text", help="with --jsonl/--parquet: the field (column) holding the output")
+    sub.add_argument("--workers", type=int,
+                     help="with --jsonl/--parquet: processes that parse (default: every core; 1: this process)")
+    sub.add_argument("--output", "-o", metavar="FILE",
+                     help="with --jsonl: write here instead of stdout; with --parquet: the Parquet file to write")
+
+
+class Progress:
+    """`rows, rows/s, ETA` on one stderr line, redrawn at most 5 times a second; silent when not a terminal."""
+
+    def __init__(self, total: int | None, stream: TextIO = sys.stderr, enabled: bool | None = None) -> None:
+        self.total = total  # in the unit `update` counts `done` in (bytes read, or rows)
+        self.stream = stream
+        self.enabled = stream.isatty() if enabled is None else enabled
+        self.start = self.last = time.monotonic()
+
+    def update(self, rows: int, done: int, final: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self.last < 0.2 and not final):
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        line = f"{rows:,} rows  {rows / elapsed:,.0f} rows/s"
+        if self.total:
+            fraction = min(done / self.total, 1.0)
+            eta = elapsed * (1 - fraction) / fraction if fraction > 0 else float("inf")
+            line += f"  {fraction:4.0%}  ETA {_duration(eta)}"
+        self.stream.write("\r" + line + ("\n" if final else "\x1b[K"))
+        self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "--:--"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+# ----------------------------------------------------------------------------- JSON Lines
+
+def _jsonl_row(field: str, options: Options, numbered: tuple[int, bytes]) -> tuple[bool, str, bool]:
+    """One input line: `(True, output line, a call was rejected)`, or `(False, why it is skipped, False)`."""
+    number, line = numbered
+    try:
+        record = json.loads(line)
+    except ValueError as error:
+        return False, f"line {number}: not JSON ({error})", False
+    if not isinstance(record, dict):
+        return False, f"line {number}: not a JSON object", False
+    text = record.get(field)
+    if not isinstance(text, str):
+        what = "has no" if field not in record else "has a non-string"
+        return False, f"line {number}: {what} field {field!r}", False
+    if "message" in record:
+        return False, f"line {number}: already has a 'message' field", False
+    message = parse_with(options, text)
+    record["message"] = {**message.to_openai(), "rejected": rejected_list(message)}
+    return True, json.dumps(record, ensure_ascii=False), bool(message.rejected)
+
+
+def _numbered_lines(source: BinaryIO, read: list[int]) -> Iterator[tuple[int, bytes]]:
+    for number, line in enumerate(source, start=1):
+        read[0] += len(line)
+        if line.strip():  # blank lines are not records (a trailing one is common): passed over silently
+            yield number, line
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path) if path != "-" else None
+    except OSError:
+        return None
+
+
+def parse_jsonl(opts: argparse.Namespace, out: TextIO) -> int:
+    options = _checked_options(opts)
+    workers = _workers(opts)
+    read = [0]
+    progress = Progress(_size(opts.jsonl))
+    rows = skipped = rejected = 0
+    with ExitStack() as stack:
+        try:
+            source = sys.stdin.buffer if opts.jsonl == "-" else stack.enter_context(open(opts.jsonl, "rb"))
+            if opts.output:
+                out = stack.enter_context(open(opts.output, "w", encoding="utf-8"))
+        except OSError as error:
+            raise UsageError(str(error)) from None
+        results = ordered_map(partial(_jsonl_row, opts.field), _numbered_lines(source, read), options, workers)
+        for parsed, written, was_rejected in results:
+            if parsed:
+                out.write(written + "\n")
+                rows += 1
+                rejected += was_rejected
+            else:
+                skipped += 1
+                print(f"streamparse: {written}; skipped", file=sys.stderr)
+            progress.update(rows, read[0])
+        out.flush()
+    progress.update(rows, read[0], final=True)
+    return _exit_status(opts, rows, skipped, rejected)
+
+
+def _exit_status(opts: argparse.Namespace, rows: int, skipped: int, rejected: int) -> int:
+    if skipped:
+        print(f"streamparse: {skipped} of {rows + skipped} lines skipped", file=sys.stderr)
+        return LINES_SKIPPED
+    return 1 if opts.strict and rejected else 0
+
+
+def _checked_options(opts: argparse.Namespace) -> Options:
+    if opts.file is not None:
+        raise UsageError("give the input either as FILE or with --jsonl/--parquet, not both")
+    return options_from_flags(opts)
+
+
+def _workers(opts: argparse.Namespace) -> int:
+    try:
+        return check_workers(opts.workers)
+    except ValueError as error:
+        raise UsageError(f"--workers: {error}") from None
+
+
+# ----------------------------------------------------------------------------- Parquet
+
+def _parquet_row(options: Options, text: Any) -> tuple[str, str, str, str] | None:
+    if text is None:
+        return None
+    if not isinstance(text, (str, bytes)):
+        raise TypeError(f"the --field column must hold text, got {type(text).__name__}")
+    return message_row(parse_with(options, text))
+
+
+def parse_parquet(opts: argparse.Namespace) -> int:
+    options = _checked_options(opts)
+    workers = _workers(opts)
+    if not opts.output:
+        raise UsageError("--parquet needs --output FILE (the Parquet file to write)")
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UsageError("--parquet needs pyarrow: pip install 'streamparse[batch]'") from None
+    try:
+        reader = pq.ParquetFile(opts.parquet)
+    except (OSError, pa.ArrowException) as error:
+        raise UsageError(f"cannot read {opts.parquet}: {error}") from None
+    names = reader.schema_arrow.names
+    if opts.field not in names:
+        raise UsageError(f"{opts.parquet} has no column {opts.field!r}; its columns are: {', '.join(names)}")
+    for taken in RESULT_COLUMNS:
+        if taken in names:
+            raise UsageError(f"{opts.parquet} already has a column {taken!r}; rename it first")
+
+    batches: deque[Any] = deque()
+
+    def texts() -> Iterator[Any]:
+        for batch in reader.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            if batch.num_rows:
+                batches.append(batch)
+            yield from batch.column(opts.field).to_pylist()
+
+    results = ordered_map(_parquet_row, texts(), options, workers)
+    progress = Progress(reader.metadata.num_rows)
+    schema = reader.schema_arrow
+    for name in RESULT_COLUMNS:
+        schema = schema.append(pa.field(name, pa.string()))
+    rows = rejected = 0
+    parsed: list[tuple[str, str, str, str] | None] = []
+    with pq.ParquetWriter(opts.output, schema) as writer:
+        for row in results:
+            parsed.append(row)
+            if len(parsed) < batches[0].num_rows:
+                continue
+            batch = batches.popleft()
+            columns = [[None if row is None else row[i] for row in parsed] for i in range(len(RESULT_COLUMNS))]
+            arrays = [*batch.columns, *(pa.array(values, type=pa.string()) for values in columns)]
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+            rows += batch.num_rows
+            rejected += len([row for row in parsed if row is not None and row[3] != "[]"])
+            parsed = []
+            progress.update(rows, rows)
+    progress.update(rows, rows, final=True)
+    return _exit_status(opts, rows, 0, rejected)

@@ -1,0 +1,133 @@
+"""`streamparse parse --jsonl` / `--parquet`: every line is exactly `parse()` of its field, in input order."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ids
+from corpus import Row, fixture_rows
+
+import streamparse
+from streamparse.files import LINES_SKIPPED, Progress
+
+SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent)) or shutil.which("streamparse")
+pytestmark = pytest.mark.skipif(SCRIPT is None, reason="install the package first: pip install -e '.[test]'")
+ROWS = fixture_rows()
+FORMATS = sorted({row.format for row in ROWS})
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert SCRIPT is not None
+    return subprocess.run([SCRIPT, *args], check=False, input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def expected_message(row: Row) -> dict[str, Any]:
+    message = streamparse.parse(row.text, row.format, tools=row.tools, id_factory=ids)
+    rejected = [{"status": r.status, "errors": r.errors, "raw": r.raw, "name": r.name} for r in message.rejected]
+    return {**message.to_openai(), "rejected": rejected}
+
+
+def write_jsonl(path: Path, rows: list[Row], field: str = "text") -> Path:
+    path.write_text("".join(json.dumps({"n": i, field: row.text}) + "\n" for i, row in enumerate(rows)),
+                    encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_line_is_exactly_its_parse_in_input_order(fmt: str, tmp_path: Path) -> None:
+    rows = [row for row in ROWS if row.format == fmt] * 3
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(rows[0].tools), encoding="utf-8")
+    done = run("parse", "--jsonl", str(source), "--format", fmt, "--tools", str(tools), "--ids", "ordinal",
+               "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [record["n"] for record in out] == list(range(len(rows)))
+    for row, record in zip(rows, out, strict=True):
+        assert record["text"] == row.text
+        assert record["message"] == expected_message(row)
+
+
+def test_stdin_another_field_an_output_file_and_strict(tmp_path: Path) -> None:
+    rows = [row for row in ROWS if row.format == "hermes"]
+    source = write_jsonl(tmp_path / "in.jsonl", rows, field="completion")
+    target = tmp_path / "out.jsonl"
+    done = run("parse", "--jsonl", "-", "--field", "completion", "--ids", "ordinal", "--workers", "1",
+               "--output", str(target), stdin=source.read_text(encoding="utf-8"))
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    out = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
+    assert [r["message"] for r in out] == [expected_message(Row(r.label, "hermes", r.text, None)) for r in rows]
+    strict = run("parse", "--jsonl", str(source), "--field", "completion", "--strict", "--workers", "1")
+    assert strict.returncode == 1  # the cut-short outputs have truncated calls
+
+
+def test_a_bad_line_is_reported_with_its_number_skipped_and_the_exit_status_says_so(tmp_path: Path) -> None:
+    lines = ['{"text": "first"}', "not json", '{"body": "no text field"}', "", '["a list"]', '{"text": 7}',
+             '{"text": "x", "message": {}}', '{"text": "last"}']
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = run("parse", "--jsonl", str(source), "--workers", "2")
+    assert done.returncode == LINES_SKIPPED == 3
+    assert [json.loads(line)["message"]["content"] for line in done.stdout.splitlines()] == ["first", "last"]
+    err = done.stderr
+    for reported in ("line 2: not JSON", "line 3: has no field 'text'", "line 5: not a JSON object",
+                     "line 6: has a non-string field 'text'", "line 7: already has a 'message' field",
+                     "5 of 7 lines skipped"):
+        assert reported in err, err
+    assert "line 4" not in err  # a blank line is no record
+    assert "rows/s" not in err  # no progress bar when stderr is not a terminal
+
+
+def test_parquet_in_parquet_out(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [row for row in ROWS if row.format == "mistral"] * 2
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"n": list(range(len(rows) + 1)), "text": [*(r.text for r in rows), None]}), source)
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(rows[0].tools), encoding="utf-8")
+    done = run("parse", "--parquet", str(source), "--output", str(target), "--format", "mistral", "--tools",
+               str(tools), "--ids", "ordinal", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    out = pq.read_table(target).to_pylist()
+    assert [r["n"] for r in out] == list(range(len(rows) + 1))
+    for row, record in zip(rows, out[:-1], strict=True):
+        want = expected_message(row)
+        assert (record["content"], record["reasoning"]) == (want["content"] or "", want["reasoning_content"] or "")
+        assert json.loads(record["tool_calls"]) == want.get("tool_calls", [])
+        assert json.loads(record["rejected"]) == want["rejected"]
+    assert out[-1]["content"] is None  # a null text stays a row, with null results
+
+
+def test_misuse_exits_2(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", ROWS[:1])
+    assert run("parse", str(source), "--jsonl", str(source)).returncode == 2
+    assert run("parse", "--jsonl", str(source), "--parquet", str(source)).returncode == 2
+    assert "--output and --workers go with" in run("parse", str(source), "--workers", "2").stderr
+    assert "--workers" in run("parse", "--jsonl", str(source), "--workers", "0").stderr
+    assert "needs --output" in run("parse", "--parquet", str(source)).stderr
+    assert run("parse", "--jsonl", str(tmp_path / "missing.jsonl")).returncode == 2
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_shows_rows_per_second_and_an_eta_on_a_terminal() -> None:
+    terminal = _Terminal()
+    progress = Progress(total=1_000, stream=terminal)
+    progress.update(rows=10, done=500, final=True)
+    shown = terminal.getvalue()
+    assert "10 rows" in shown and "rows/s" in shown and "50%" in shown and "ETA" in shown
+    quiet = io.StringIO()
+    Progress(total=None, stream=quiet).update(rows=10, done=0, final=True)
+    assert quiet.getvalue() == ""
