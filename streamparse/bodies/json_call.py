@@ -109,9 +109,10 @@ class JsonCall:
     tag: str
     stops: tuple[str, ...] = ()
     id_keys: tuple[str, ...] = ()
+    end_at_value: bool = False  # the envelope ends where its JSON value ends (no closer needed)
 
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, self.stops)
+        return JsonAwareScanner(self.closers, self.stops, self.end_at_value)
 
     def streamer(self, tools: ToolSet) -> JsonObjectCallStreamer:
         return JsonObjectCallStreamer(tools)
