@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
+from .validation import compiled_tools
+
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # noqa: F401  (used by the entry points' signatures)
 
@@ -86,6 +88,10 @@ class Options:
             raise TypeError("id_factory must be a callable taking the call's ordinal and returning an id")
         if self.prompt is not None and not isinstance(self.prompt, str):
             raise TypeError(f"prompt must be the rendered prompt text (str), got {type(self.prompt).__name__}")
+        if self.tools is not None:
+            # Checked and compiled here, once: a parser made from these options (a server's request, a
+            # batch worker's row) reuses the compiled form, and a bad schema raises now, not mid-stream.
+            object.__setattr__(self, "tools", compiled_tools(self.tools))
 
     def with_changes(self, **changes: Any) -> Options:
         """A copy with some options changed (checked again)."""

@@ -403,6 +403,18 @@ class Tools(Sequence[Mapping[str, Any]]):
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its plain definitions (compiled again, once, where it is unpickled: a worker)."""
+        return (compiled_tools, ([_thawed(tool) for tool in self._definitions],))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Tools):
+            return other._definitions == self._definitions
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.names)
+
     def schema(self, name: str) -> Any:
         """The parameters schema of tool `name` as given, or None when no tool has that name."""
         tool = self._tools.get(name)
@@ -414,6 +426,14 @@ def _frozen(value: Any) -> Any:
         return MappingProxyType({k: _frozen(v) for k, v in value.items()})
     if isinstance(value, list):
         return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thawed(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thawed(v) for v in value]
     return value
 
 

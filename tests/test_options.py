@@ -85,3 +85,14 @@ def test_a_parser_from_shared_options_equals_one_from_keywords() -> None:
     parser.feed(TEXT)
     parser.close()
     assert parser.message == streamparse.parse(TEXT, "hermes", TOOLS, id_factory=ids, on_rejected="content")
+
+
+def test_options_compile_the_tools_once_and_check_them_when_given() -> None:
+    import pickle
+
+    options = Options("hermes", TOOLS)
+    assert isinstance(options.tools, streamparse.Tools)
+    assert StreamParser.from_options(options)._tools.tools is options.tools  # shared, not compiled again
+    assert pickle.loads(pickle.dumps(options.tools)) == options.tools  # workers receive it
+    with pytest.raises(ValueError, match="known"):
+        Options("hermes", [{"name": "known", "parameters": {"type": "object", "properties": {"a": {"$ref": "#/x"}}}}])
