@@ -204,6 +204,9 @@ def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
     tools_file = fixture.parent / "tools.json"
     if opts.tools is None and tools_file.is_file():
         opts.tools = str(tools_file)
+    prompt_file = fixture.with_suffix(".prompt")  # the end of the prompt the output followed, if bundled
+    if opts.prompt is None and not opts.forced_open and prompt_file.is_file():
+        opts.prompt = "@" + str(prompt_file)  # forced-open reasoning is decided from it, as a server would
     parser = _parser(opts)
     text = fixture.read_text(encoding="utf-8")
     out.write(f"# streaming {fixture.name} ({len(text)} characters) as {opts.format}, 4 characters a chunk\n")

@@ -10,7 +10,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, FORMAT_NAMES
+
+from streamparse.registry import get_format
 
 SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent)) or shutil.which("streamparse")
 pytestmark = pytest.mark.skipif(SCRIPT is None, reason="install the package first: pip install -e '.[test]'")
@@ -114,3 +116,19 @@ def test_serve_misuse_is_reported_before_it_listens(tmp_path: Path) -> None:
     (tmp_path / "t.jinja").write_text("{{ messages[0].content }}")
     done = run("serve", "--upstream", "http://127.0.0.1:9/v1", "--chat-template", str(tmp_path / "t.jinja"))
     assert done.returncode == 2 and "pass --format" in done.stderr
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_the_demo_of_every_format_streams_its_fixture_right(fmt: str) -> None:
+    """A fixture that starts inside reasoning comes with the end of its prompt (`NAME.prompt`): the demo
+    decides forced-open reasoning from it, so no reasoning and no closer leak into the content."""
+    done = subprocess.run([sys.executable, "-m", "streamparse", "demo", "--format", fmt, "--delay", "0"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    final = json.loads(done.stdout.split("# final message:\n", 1)[1])
+    spec = get_format(fmt)
+    closers = [closer for _, closer in spec.reasoning]
+    assert not any(closer in (final["content"] or "") for closer in closers), final["content"][:200]
+    fixtures = sorted((FIXTURES / fmt).glob("*.txt"))
+    first = next((p for p in fixtures if p.name == "qwen3_reasoning_two_calls.txt"), fixtures[0])
+    if first.with_suffix(".prompt").exists():
+        assert final["reasoning_content"], "the fixture starts inside reasoning"
