@@ -6,7 +6,7 @@ import logging
 import re
 
 import pytest
-from conftest import FORMAT_NAMES, assert_stream_matches, ids, run_stream
+from conftest import FORMAT_NAMES, assert_stream_matches, fold, ids, run_stream
 
 import streamparse
 from streamparse import Message, Token, ToolCall
@@ -145,3 +145,19 @@ def test_each_rejected_call_is_logged_once_with_status_tool_and_position(caplog:
         caplog.clear()
         streamparse.parse(text, "hermes", tools=[{"name": "f", "parameters": {"type": "object"}}])
     assert any(r.levelno == logging.DEBUG and '"nope"' in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("emit", ["validated", "progressive"])
+def test_token_bytes_are_decoded_incrementally_across_tokens(emit: str) -> None:
+    """A CJK character split across two byte-level tokens is one character, not two U+FFFD."""
+    word = "天气".encode()
+    tokens = [Token(b"<think>", True), Token(b"R", False), Token(b"</think>", True), Token(word[:2], False),
+              Token(word[2:4], False), Token(word[4:], False), Token("<tool_call>", True),
+              Token('{"name": "f", "arguments": {"城": "巴黎"}}'.encode()[:20], False),
+              Token('{"name": "f", "arguments": {"城": "巴黎"}}'.encode()[20:], False), Token("</tool_call>", True)]
+    parser = streamparse.StreamParser("hermes", special_tokens="require", emit_calls=emit, id_factory=ids)
+    deltas = [d for t in tokens for d in parser.feed(t)] + parser.close()
+    message = parser.message
+    assert (message.reasoning, message.content) == ("R", "天气")
+    assert [c.arguments for c in message.tool_calls] == [{"城": "巴黎"}]
+    assert_stream_matches(fold(deltas), message)
