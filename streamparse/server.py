@@ -22,7 +22,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .chat_template import ChatTemplate, TemplateRenderError
-from .engine import StreamParser
 from .openai import chat_chunks, chat_completion
 from .options import OPTION_NAMES, Options
 from .types import ReasoningField
@@ -123,13 +122,12 @@ def _prepare(config: ServerConfig, body: Any) -> _Prepared:
         prompt = config.template.render([_reasoning_both_ways(m) for m in messages], template_tools, True, **kwargs)
     except TemplateRenderError as error:
         raise RequestError(400, f"the chat template rejected the request: {error}") from None
-    options = config.options.with_changes(prompt=prompt)
-    if tool_choice == "none":  # nothing was offered: a call the model writes anyway comes back as text
-        options = options.with_changes(tools=[], on_rejected="content")
-    elif tools is not None:
-        options = options.with_changes(tools=tools)
-    try:
-        StreamParser.from_options(options)  # the tool schemas are checked here, before anything is sent
+    try:  # the tool schemas are checked and compiled here (a list seen before is reused), before anything is sent
+        options = config.options.with_changes(prompt=prompt)
+        if tool_choice == "none":  # nothing was offered: a call the model writes anyway comes back as text
+            options = options.with_changes(tools=[], on_rejected="content")
+        elif tools is not None:
+            options = options.with_changes(tools=tools)
     except (ValueError, TypeError) as error:
         raise RequestError(400, f"invalid tools: {error}") from None
 

@@ -536,15 +536,19 @@ def compiled_tools(tools: Sequence[Mapping[str, Any]] | Tools) -> Tools:
 # ----------------------------------------------------------------- judging calls
 
 
-def _strict_data_problem(name: str, arguments: dict[str, Any]) -> str | None:
+def _strict_data_problem(name: str, arguments: dict[str, Any], arguments_json: str | None = None) -> str | None:
     """Why a call's name or arguments are not strict JSON data, or None. The formats' readers
-    already refuse these; this is the last check every call passes, whatever read it. One
-    `json.dumps` at C speed (NaN and infinities refused) and one UTF-8 check."""
+    already refuse these; this is the last check every call passes, whatever read it. Given the
+    call's `arguments_json` (which the body kinds make with the strict decoder, or with
+    `json.dumps(allow_nan=False)`), one UTF-8 check of that text; otherwise one `json.dumps` at C
+    speed (NaN and infinities refused) and one UTF-8 check."""
     if not encodable(name):
         return "the tool name holds a lone surrogate (not a Unicode character)"
     for value in arguments.values():
         if isinstance(value, TooDeepText):
             return f"a parameter value nests too deeply (more than {MAX_DEPTH} levels)"
+    if arguments_json is not None:
+        return None if encodable(arguments_json) else "a lone surrogate (not a Unicode character) in the arguments"
     try:
         text = json.dumps(arguments, ensure_ascii=False, allow_nan=False, check_circular=False)
     except RecursionError:
@@ -579,9 +583,10 @@ class ToolSet:
     def known(self, name: str) -> bool:
         return self._tools is None or name in self._tools._tools
 
-    def check(self, name: str, arguments: dict[str, Any]) -> tuple[str, list[str]] | None:
+    def check(self, name: str, arguments: dict[str, Any],
+              arguments_json: str | None = None) -> tuple[str, list[str]] | None:
         """`(status, errors)` when the call fails a check, else None. Never raises."""
-        problem = _strict_data_problem(name, arguments)
+        problem = _strict_data_problem(name, arguments, arguments_json)
         if problem is not None:
             return INVALID_JSON, [f"$: {problem}"]
         if self._tools is None:

@@ -196,7 +196,7 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
             return [Rejection(INVALID_JSON, [f"$.{key}: the parameter is given twice"], name=name)]
         text = strip_framing(raw) if dialect.framing_newline else raw
         arguments[key] = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
-    return [ParsedCall(name, arguments, json.dumps(arguments, ensure_ascii=False))]
+    return [ParsedCall(name, arguments, json.dumps(arguments, ensure_ascii=False, allow_nan=False))]
 
 
 # ----------------------------------------------------------------- progressive mode

@@ -132,7 +132,7 @@ class Settler:
         started = self._started.get(k)
         if isinstance(result, ParsedCall):
             name = result.name.strip()
-            verdict = self._tools.check(name, result.arguments)
+            verdict = self._tools.check(name, result.arguments, result.arguments_json)
             if verdict is None and started is not None and not result.arguments_json.startswith("".join(started.sent)):
                 verdict = INVALID_JSON, ["the streamed arguments are not a prefix of the final arguments"]
             if verdict is None:
