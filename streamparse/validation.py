@@ -34,6 +34,7 @@ from jsonschema.validators import extend, validator_for
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
+from .fast_schema import compile_schema
 from .grammar import encodable
 from .schema_typing import MAX_DEPTH, TooDeepText, property_schema, schema_types, top_level_schemas
 from .types import INVALID_JSON, SCHEMA_VIOLATION, UNKNOWN_TOOL
@@ -155,6 +156,17 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, dict):
         return ("d", frozenset((key, _canonical(item)) for key, item in value.items()))
     return ("?", repr(value))
+
+
+def _all_unique(items: list[Any]) -> bool:
+    """Whether no item repeats an earlier one (JSON equality: the canonical keys of `_canonical`)."""
+    seen: set[Any] = set()
+    for item in items:
+        key = _canonical(item)
+        if key in seen:
+            return False
+        seen.add(key)
+    return True
 
 
 def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
@@ -319,7 +331,7 @@ def _parameter_names(schema: Mapping[str, Any]) -> list[str]:
 
 
 class _Tool:
-    __slots__ = ("schema", "typing", "validator")
+    __slots__ = ("fast", "schema", "typing", "validator")
 
     def __init__(self, name: str, schema: Any) -> None:
         cls = validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -335,6 +347,9 @@ class _Tool:
         self.schema = schema
         self.validator = bounded(schema, registry=Registry(), format_checker=checker)
         self.typing = _typing_schema(schema)
+        # A fast yes for schemas in the common subset (fast_schema.py); only jsonschema says no.
+        drafts = (jsonschema.Draft202012Validator, jsonschema.Draft201909Validator)
+        self.fast = compile_schema(schema, _search, _all_unique) if cls in drafts else None
 
 
 def _check_patterns(name: str, schema: Any) -> None:
@@ -560,6 +575,17 @@ def _strict_data_problem(name: str, arguments: dict[str, Any], arguments_json: s
     return None
 
 
+def _is_panic(error: BaseException) -> bool:
+    """A Rust panic surfacing from a compiled dependency (`referencing`'s rpds raises pyo3's
+    `PanicException`, a BaseException, when Python's stack runs out inside it)."""
+    return type(error).__name__ == "PanicException"
+
+
+def _from_validation(error: BaseException) -> bool:
+    """Errors validation may raise, as opposed to interrupts and exits, which must propagate."""
+    return isinstance(error, Exception) or _is_panic(error)
+
+
 class ToolSet:
     """The tools one parser checks calls against: a compiled `Tools` (shared), or none."""
 
@@ -595,12 +621,23 @@ class ToolSet:
         if tool is None:
             known = ", ".join(sorted(self._tools._tools)) or "none"
             return UNKNOWN_TOOL, [f"no tool named {_short(name)} was offered (offered: {known})"]
-        _budget.deadline = time.monotonic() + PATTERN_BUDGET_SECONDS
+        _budget.deadline = time.monotonic() + PATTERN_BUDGET_SECONDS  # one pattern budget for both checks
+        if tool.fast is not None:
+            try:
+                if tool.fast(arguments):
+                    _budget.deadline = None
+                    return None
+            except Exception:
+                pass
         try:
             errors = [e for e in tool.validator.iter_errors(arguments) if not _optional_null(e, tool.schema)]
         except RecursionError:  # a recursive schema over arguments nested deeper than Python's stack
             return SCHEMA_VIOLATION, ["$: the arguments nest too deeply to be checked against the schema"]
-        except Exception as error:  # whatever the validator raises is this call's verdict
+        except BaseException as error:  # whatever the validator raises is this call's verdict
+            if not _from_validation(error):
+                raise
+            if _is_panic(error) and "RecursionError" in str(error):
+                return SCHEMA_VIOLATION, ["$: the arguments nest too deeply to be checked against the schema"]
             return SCHEMA_VIOLATION, [f"$: the arguments could not be checked against the schema: "
                                       f"{type(error).__name__}: {_short(str(error), 200)}"]
         finally:
