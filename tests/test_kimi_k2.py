@@ -336,3 +336,13 @@ def test_both_kimi_templates_are_detected_and_their_prompts_leave_no_reasoning_o
     assert detect_format(NEW_FAMILIES.parent / template) == FMT
     assert not thinking_forced_open("<|im_assistant|>assistant<|im_middle|>", FMT)
     assert thinking_forced_open("<|im_assistant|>assistant<|im_middle|><think>", FMT)
+
+
+def test_token_aware_mode_a_call_token_ends_unclosed_reasoning_only_as_a_special_token() -> None:
+    tokens = [Token("<think>"), Token("plan "), Token(SECTION, True), Token(BEGIN, True), Token("functions.f:0"),
+              Token(ARGS, True), Token("{}"), Token(END, True), Token(SECTION_END, True), Token(" after</think>x")]
+    msg = parse(tokens, FMT, special_tokens="require")
+    assert (msg.reasoning, msg.content, [c.id for c in msg.tool_calls]) == ("plan", "after</think>x", ["functions.f:0"])
+    spelled = [Token("<think>"), Token("plan " + SECTION + call("functions.f:0")), Token("</think>x")]
+    msg = parse(spelled, FMT, special_tokens="require")
+    assert (msg.reasoning, msg.content, msg.tool_calls) == ("plan " + SECTION + call("functions.f:0"), "x", [])
