@@ -139,6 +139,13 @@ class WrapperSpec:
 
     openers: tuple[str, ...]
     closers: tuple[str, ...]
+    # A wrapper that holds only whitespace (`opener closer`) is framing: no call, no rejection (Kimi
+    # K2's empty section). Otherwise it is rejected `invalid_json` as an empty call block.
+    empty_is_framing: bool = False
+    # Text inside the wrapper but outside calls is content when it is not all whitespace (whitespace
+    # between markers is framing), and the wrapper stays open (Kimi K2's section). Otherwise text
+    # before the first call is rejected `invalid_json` with the wrapper, and text after a call ends it.
+    text_is_content: bool = False
 
 
 @dataclass(frozen=True)

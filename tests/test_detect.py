@@ -61,15 +61,20 @@ def test_the_expected_table_covers_every_template_there() -> None:
 
 
 @shared
-def test_thinking_forced_open_matches_every_real_prompt() -> None:
-    cases = json.loads(CASES.read_text())
+@pytest.mark.parametrize("cases_file", ["cases.json", "cases_new_families.json", "cases_more.json"])
+def test_thinking_forced_open_matches_every_real_prompt(cases_file: str) -> None:
+    path = TEMPLATES / cases_file
+    if not path.exists():
+        pytest.skip(f"{cases_file} is not in ../shared/templates")
+    cases = json.loads(path.read_text())
     checked = 0
     for case in cases:
         fmt = CASE_FORMATS.get(case["format"], case["format"])
         if fmt in FORMAT_NAMES:
             assert thinking_forced_open(case["prompt_tail"], fmt) == case["thinking_forced_open"], case["template"]
             checked += 1
-    assert checked == len(cases)
+    if cases_file == "cases.json":  # the first wave's formats are all read; later files skip formats not read yet
+        assert checked == len(cases)
 
 
 def test_tokenizer_config_dict_and_file(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def tokens_of(text: str, fmt: str) -> list[Token]:
     return out
 
 
-@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("fmt", [f for f in FORMAT_NAMES if not get_format(f).calls_end_reasoning])
 def test_calls_inside_reasoning_stay_reasoning_unless_extracted(fmt: str) -> None:
     opener, closer = get_format(fmt).reasoning[0]
     call = wire(fmt, ("lookup", {"q": "x"}))
@@ -51,6 +51,26 @@ def test_calls_inside_reasoning_stay_reasoning_unless_extracted(fmt: str) -> Non
     folded, streamed = run_stream(list(text), format=fmt, tool_calls_in_reasoning="extract", id_factory=ids)
     assert streamed == extracted
     assert_stream_matches(folded, extracted)
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMAT_NAMES if get_format(f).calls_end_reasoning])
+@pytest.mark.parametrize("extract", [False, True])
+def test_a_call_token_ends_unclosed_reasoning_where_the_format_says_so(fmt: str, extract: bool) -> None:
+    # The format's exception (calls_end_reasoning): the call ends the reasoning for good, and the
+    # closer written later has no opener any more, so it is content verbatim.
+    opener, closer = get_format(fmt).reasoning[0]
+    call = wire(fmt, ("lookup", {"q": "x"}))
+    text = f"{opener}plan {call} end{closer}Answer."
+    policy = "extract" if extract else "ignore"
+    message = streamparse.parse(text, fmt, tool_calls_in_reasoning=policy, id_factory=ids)
+    assert message.reasoning == "plan"
+    assert [(c.name, c.arguments) for c in message.tool_calls] == [("lookup", {"q": "x"})]
+    assert message.content == f"end{closer}Answer."
+    for emit in ("validated", "progressive"):
+        folded, streamed = run_stream(list(text), format=fmt, tool_calls_in_reasoning=policy, emit_calls=emit,
+                                      id_factory=ids)
+        assert streamed == message
+        assert_stream_matches(folded, message)
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)

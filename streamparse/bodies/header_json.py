@@ -1,23 +1,28 @@
 """Body kind `header_json`: a header that names the call, up to declared markers, then one JSON
-object that is its arguments (DeepSeek R1 / V3 / V3.1; Kimi K2 and gpt-oss have the same shape).
+object that is its arguments (DeepSeek R1 / V3 / V3.1, Kimi K2; gpt-oss has the same shape).
 
 A format declares its grammar (`formats/<grammar>.peg` with the rules `body`, `header`, `name`,
 `lead`, `trail`), the markers that end the header in turn, and the envelope's closers and stops.
+A header that holds the model's call id has an `id` rule with the `name` rule inside it (Kimi K2's
+`functions.NAME:IDX`): the id is kept as written (trimmed), the name is what `name` matched. The
+arguments are what the grammar's JSON terminal matched: an object, or, where the grammar allows a
+`json_string`, a string that holds one (read as the object, as for Hermes).
 Read once while it streams: `JsonAwareScanner` finds the end; in progressive mode
-`JsonAfterHeaderStreamer` sends the name when the header ends and the object's raw text as it
-arrives (exactly the `arguments_json` the final parse keeps); the grammar reads the finished body.
+`JsonAfterHeaderStreamer` sends the name (and id) when the header ends and the object's raw text as
+it arrives (exactly the `arguments_json` the final parse keeps); the grammar reads the finished body.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from parsimonious.exceptions import ParseError
 from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node, NodeVisitor
 
+from ..calls import arguments_of
 from ..grammar import DECODER, ValueNode, load_grammar
 from ..scanning import JsonAwareScanner
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
@@ -28,19 +33,52 @@ _JSON_WHITESPACE = " \t\n\r"
 _IN_STRING = re.compile(r'["\\]')
 
 
-class _CallVisitor(NodeVisitor):  # type: ignore[misc]
-    """`body` → (name, arguments node); `header` → name. Shared by both grammars."""
+class Header(NamedTuple):
+    """What a call's header says: the function name, and the model's call id when it writes one."""
 
-    def visit_body(self, node: Node, children: list[Any]) -> tuple[str, ValueNode]:
+    name: str
+    id: str | None = None
+
+
+class _WrittenId(NamedTuple):
+    text: str
+    name: str
+
+
+def _found(children: list[Any], kind: type) -> Any:
+    """The first visited value of `kind` among (nested) children, or None."""
+    stack = list(reversed(children))
+    while stack:
+        child = stack.pop()
+        if isinstance(child, kind):
+            return child
+        if isinstance(child, list):
+            stack.extend(reversed(child))
+    return None
+
+
+class _CallVisitor(NodeVisitor):  # type: ignore[misc]
+    """`body` → (header, arguments node); `header` → `Header`. Shared by every header_json grammar."""
+
+    def visit_body(self, node: Node, children: list[Any]) -> tuple[Header, ValueNode]:
         header, _, arguments, _ = children
         assert isinstance(arguments, ValueNode)
         return header, arguments
 
-    def visit_header(self, node: Node, children: list[Any]) -> str:
-        return next(child for child in children if isinstance(child, str))
+    def visit_header(self, node: Node, children: list[Any]) -> Header:
+        written = _found(children, _WrittenId)
+        if written is not None:
+            return Header(written.name, written.text or None)
+        return Header(_found(children, str))
+
+    def visit_id(self, node: Node, children: list[Any]) -> _WrittenId:
+        return _WrittenId(str(node.text).strip(), _found(children, str) or "")
 
     def visit_name(self, node: Node, children: list[Any]) -> str:
         return str(node.text).strip()
+
+    def visit_arguments(self, node: Node, children: list[Any]) -> ValueNode:
+        return _found(children, ValueNode)  # type: ignore[no-any-return]
 
     def generic_visit(self, node: Node, children: list[Any]) -> Any:
         return children or node
@@ -67,15 +105,28 @@ class _BodyReader:
                 return [Rejection(TRUNCATED, [f"the output ended right after {envelope.opener}"])]
             return [Rejection(INVALID_JSON, ["empty tool call: nothing between its markers"])]
         try:
-            name, arguments = _VISITOR.visit(self.grammar.parse(body))
+            header, arguments = _VISITOR.visit(self.grammar.parse(body))
         except ParseError:
+            # A header read whole names the call and spends its id, as in progressive mode.
+            header = self._header(body)
+            name, call_id = (header.name, header.id) if header is not None and header.name else (None, None)
             if not envelope.complete:
-                return [Rejection(TRUNCATED, ["the output ended inside the tool call before it was complete"])]
-            return [Rejection(INVALID_JSON, [self._diagnose(body)])]
-        if not name:
+                return [Rejection(TRUNCATED, ["the output ended inside the tool call before it was complete"],
+                                  name=name, id=call_id)]
+            return [Rejection(INVALID_JSON, [self._diagnose(body)], name=name, id=call_id)]
+        if not header.name:
             status = TRUNCATED if not envelope.complete else INVALID_JSON
             return [Rejection(status, ["the call has no function name before its arguments"])]
-        return [ParsedCall(name, arguments.value, arguments.text)]
+        read = arguments_of(arguments.value, arguments.text)
+        if isinstance(read, str):
+            return [Rejection(INVALID_JSON, [read], name=header.name, id=header.id)]
+        return [ParsedCall(header.name, read[0], read[1], header.id)]
+
+    def _header(self, body: str) -> Header | None:
+        try:
+            return _VISITOR.visit(self.grammar["header"].match(body))  # type: ignore[no-any-return]
+        except ParseError:
+            return None
 
     def _diagnose(self, body: str) -> str:
         grammar = self.grammar
@@ -103,11 +154,13 @@ class JsonAfterHeaderStreamer:
     """A call written as a header that names it, then a JSON object that is its arguments.
 
     The header ends at the first occurrence of each of `header_ends` in turn; it is read once with
-    the grammar's `header` rule, which gives the name (sent at once). The text up to the object's
-    `{` must match the `lead` rule. The object is then sent as the raw text the model writes —
-    exactly the `arguments_json` the final parse keeps — with trailing whitespace held back, until
-    it closes; nothing after it is sent. Cost: every character is looked at once (`str.find` and
-    regex jumps); the header and lead are parsed once each.
+    the grammar's `header` rule, which gives the name and the model's id, if any (sent at once).
+    The text up to the object's `{` must match the `lead` rule. The object is then sent as the raw
+    text the model writes — exactly the `arguments_json` the final parse keeps — with trailing
+    whitespace held back, until it closes; nothing after it is sent (a JSON string holding the
+    object, where the grammar allows one, is not streamed: the final parse sends it whole).
+    Cost: every character is looked at once (`str.find` and regex jumps); the header and lead are
+    parsed once each.
     Could move to `streaming.py`: only the grammar and the header ends are the format's."""
 
     def __init__(self, grammar: str, header_ends: tuple[str, ...]) -> None:
@@ -150,13 +203,13 @@ class JsonAfterHeaderStreamer:
         if self._step == len(self._header_ends):
             header, self._held = "".join(self._held), []
             try:
-                name = _VISITOR.visit(self._grammar["header"].parse(header))
+                read: Header = _VISITOR.visit(self._grammar["header"].parse(header))
             except ParseError:
-                name = ""
-            if not name:
+                read = Header("")
+            if not read.name:
                 self._phase = _DONE
                 return ""
-            events.append(CallStart(0, name))
+            events.append(CallStart(0, read.name, read.id))
             self._phase = _LEAD
         return text[cut:]
 
@@ -238,3 +291,10 @@ class HeaderJson:
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         return _BodyReader(self.grammar, self.shape)(envelope, tools)
+
+    def read_header(self, header: str) -> Header | None:
+        """A whole header (up to and with its end markers) read with the grammar; None if it is not one."""
+        try:
+            return _VISITOR.visit(load_grammar(self.grammar)["header"].parse(header))  # type: ignore[no-any-return]
+        except ParseError:
+            return None

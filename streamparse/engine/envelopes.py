@@ -24,10 +24,16 @@ class OpenWrapper:
     raw: list[str] = field(default_factory=list)  # its text while it has no call yet (for a rejection)
     raw_length: int = 0
     ws: list[str] = field(default_factory=list)  # whitespace after its last call (`regions.hold_merged`)
+    text_seen: bool = False  # `text_is_content`: the text since the last marker is not all whitespace
 
     @property
     def ws_length(self) -> int:
         return sum(map(len, self.ws))  # O(log n) pieces
+
+    @property
+    def holds_text(self) -> bool:
+        """Whether what it kept before its first call is more than its opener and whitespace."""
+        return any(piece.strip() for piece in self.raw[1:])
 
 
 @dataclass

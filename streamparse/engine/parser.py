@@ -357,7 +357,7 @@ class StreamParser:
         wrapper = self._wrapper
         assert wrapper is not None
         delimiters = self._sets.wrappers[id(wrapper.spec)]
-        if wrapper.calls:
+        if wrapper.calls and not wrapper.spec.text_is_content:
             match = _NON_SPACE.search(text, pos)
             if match is None:
                 hold_merged(wrapper.ws, text[pos:])
@@ -380,10 +380,12 @@ class StreamParser:
             self._wrapper_text(text[pos:held])
             return self._hold(text, held)
         self._wrapper_text(text[pos: match.start()])
+        if wrapper.spec.text_is_content:  # a marker ends a stretch of text (held whitespace is framing)
+            wrapper.ws, wrapper.text_seen = [], False
         found = match.group()
         if found in wrapper.spec.closers:
-            if not wrapper.calls:
-                self._wrapper_text(found)
+            if not wrapper.calls and not (wrapper.spec.empty_is_framing and not wrapper.holds_text):
+                self._keep_wrapper_raw(found)
                 self._reject_wrapper_text(["the call block is empty: no call inside it"], INVALID_JSON)
             self._leave_wrapper()
         else:
@@ -394,10 +396,20 @@ class StreamParser:
         return match.end()
 
     def _wrapper_text(self, text: str) -> None:
-        """Text of a wrapper before its first call: kept for a rejection, up to `max_call_chars`."""
+        """Text of a wrapper outside calls: content where the wrapper says so (`text_is_content`);
+        otherwise, before its first call, kept for a rejection, up to `max_call_chars`."""
         wrapper = self._wrapper
-        if not text or wrapper is None or wrapper.calls:
+        if not text or wrapper is None:
             return
+        if wrapper.spec.text_is_content:
+            self._wrapper_content(wrapper, text)
+        elif not wrapper.calls:
+            self._keep_wrapper_raw(text)
+
+    def _keep_wrapper_raw(self, text: str) -> None:
+        """Kept for a rejection of the wrapper, up to `max_call_chars`."""
+        wrapper = self._wrapper
+        assert wrapper is not None
         limit = self._max_call_chars
         if limit is not None and wrapper.raw_length + len(text) > limit:
             text = text[: max(0, limit - wrapper.raw_length)]
@@ -406,6 +418,17 @@ class StreamParser:
             wrapper.raw_length += len(text)
         if text:
             wrapper.raw.append(text)
+
+    def _wrapper_content(self, wrapper: OpenWrapper, text: str) -> None:
+        """Whitespace between a wrapper's markers is framing; a stretch with other text is content, as written."""
+        if not wrapper.text_seen:
+            if _NON_SPACE.search(text) is None:
+                hold_merged(wrapper.ws, text)
+                return
+            wrapper.text_seen = True
+            text = "".join(wrapper.ws) + text
+            wrapper.ws = []
+        self._output.emit_text(self._region_of(self._return_mode), text)
 
     def _reject_wrapper_text(self, errors: list[str], status: str, only_if_text: bool = False) -> None:
         """What a wrapper held before its first call (an empty or junk call block) is reported, not dropped."""
@@ -452,6 +475,8 @@ class StreamParser:
             room = limit - (envelope.length - len(piece))
             if room > 0:
                 envelope.body.append(piece[:room])
+                if envelope.streamer is not None:  # the streamer sees exactly the kept text
+                    self._settler.stream(envelope.streamer.feed(piece[:room]))
             envelope.too_long = True
             envelope.streamer = None
             return
@@ -467,7 +492,7 @@ class StreamParser:
         if envelope.too_long and complete:
             results: list[CallResult] = [Rejection(TOO_LONG, [
                 f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
-                "raw holds its first max_call_chars characters"])]
+                "raw holds its first max_call_chars characters"], id=self._id_in_kept_text(envelope, finished))]
         else:
             try:
                 results = envelope.spec.body.parse(finished, self._tools)
@@ -485,6 +510,16 @@ class StreamParser:
             self._mode = self._return_mode
             self._absorb = bool(self._full.trailers) and complete
 
+    def _id_in_kept_text(self, envelope: OpenEnvelope, finished: Envelope) -> str | None:
+        """The model-written id a runaway call's kept text holds: it counts as used, as it did when
+        that text streamed in progressive mode (so both modes give the same ids)."""
+        kept = Envelope(finished.opener, finished.body, "", False, finished.wrapped)
+        try:
+            results = envelope.spec.body.parse(kept, self._tools)
+        except Exception:  # a visitor bug must not end the user's stream; RecursionError included
+            return None
+        return results[0].id if results else None
+
     # ----------------------------------------------------------------- end of output
 
     def _settle_carry(self) -> None:
@@ -500,7 +535,7 @@ class StreamParser:
         elif self._mode == _WRAPPER:
             wrapper = self._wrapper
             assert wrapper is not None
-            if not wrapper.calls:
+            if not wrapper.calls or wrapper.spec.text_is_content:
                 self._wrapper_text(carry)
             elif carry.strip():
                 whitespace = "".join(wrapper.ws)
