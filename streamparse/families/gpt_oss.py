@@ -60,8 +60,8 @@ def route(header: str, complete: bool) -> MessageRoute:
     A recipient other than `assistant` makes a call whatever the channel, named by the recipient less
     `functions.`; otherwise `analysis` is reasoning and every other channel, or none, is content. A
     header cut off is framing, or a (truncated) call when it names a `functions.` recipient."""
-    try:
-        channel, recipient = _VISITOR.visit(load_grammar("gpt_oss").parse(header))
+    try:  # the well-formed start of the header decides (a cut-off header has no more)
+        channel, recipient = _VISITOR.visit(load_grammar("gpt_oss").match(header))
     except ParseError:
         channel = recipient = None
     if recipient is not None and recipient != "assistant":
