@@ -253,7 +253,8 @@ def end_of_output(parser: StreamParser) -> None:
 
 def held_back(parser: StreamParser) -> int:
     """What may still be emitted: a delimiter prefix and whitespace whose role is unknown. A header
-    being read is framing (or the opener of a call), like an envelope's opener, and is not counted."""
+    being read is not counted, like an envelope's opener: it becomes framing or a call's opener, and
+    content only when it runs past `header_limit` (which bounds it)."""
     state = _state(parser)
     if parser._mode == HEADER:
         return 0
