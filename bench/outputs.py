@@ -194,8 +194,7 @@ CHUNKINGS: dict[str, Callable[[str], list[str]]] = {
 # ----------------------------------------------------------------------------- worst cases
 
 def _longest_call_opener(spec: FormatSpec) -> str:
-    openers = [o for e in spec.envelopes for o in e.openers] + [o for w in spec.wrappers for o in w.openers]
-    return max(openers, key=len)
+    return max(spec.call_openers, key=len)
 
 
 def near_miss(spec: FormatSpec) -> str:

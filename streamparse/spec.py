@@ -148,6 +148,48 @@ class WrapperSpec:
     text_is_content: bool = False
 
 
+class MessageRoute(NamedTuple):
+    """Where the body of a headed message goes, as its header says (`MessageSpec.route`).
+
+    `region` is one of `REASONING`, `CONTENT`, `CALL` (a call named `name`) or `FRAMING` (dropped)."""
+
+    region: str
+    name: str = ""
+
+
+REASONING, CONTENT, CALL, FRAMING = "reasoning", "content", "call", "framing"
+
+
+@dataclass(frozen=True)
+class MessageSpec:
+    """Headed messages (OpenAI harmony): the output is a sequence of messages, each a header from one
+    of `openers` up to `header_end`, then a body up to one of `terminators` (or the end of output).
+
+    The header decides what the body is: `route(header, complete)` reads the header text (from its
+    opener, without `header_end`) and returns a `MessageRoute`; `complete` is False for a header cut
+    off (by the end of output, a terminator, a header opener that cannot continue it). Reasoning and
+    content bodies stream as deltas; a call's body is read by the body kind `call(name)` makes.
+    Text outside any message is content; whitespace between a terminator and the next header, and
+    stray terminators, are framing. A header opener continues the header only when it comes later in
+    `openers` than the last one in it (`<|start|>…<|channel|>…`); any other starts a new header.
+    `lead`: ordinary text that, at the very start of the output, continues the generation prompt's
+    open header (` to=` after harmony's `<|start|>assistant`), when a header opener follows it with
+    no whitespace in between. A header longer than `header_limit` is not a header: its text is content.
+    """
+
+    openers: tuple[str, ...]
+    header_end: str
+    terminators: tuple[str, ...]
+    route: Callable[[str, bool], MessageRoute]
+    call: Callable[[str], BodyKind]
+    lead: str = ""
+    header_limit: int = 512
+
+    @property
+    def delimiters(self) -> tuple[str, ...]:
+        return (*self.openers, self.header_end, *self.terminators, *((self.lead,) if self.lead else ()))
+
+
 @dataclass(frozen=True)
 class FormatSpec:
     """Everything the engine needs to know about one wire format."""
@@ -178,9 +220,16 @@ class FormatSpec:
     # Markers that are framing wherever they occur in content and are dropped (Command R7B's
     # `<|START_RESPONSE|>` / `<|END_RESPONSE|>`): content is the text around them, joined.
     framing: tuple[str, ...] = ()
+    # The output is a sequence of headed messages whose headers route their bodies (gpt-oss harmony):
+    # the engine reads it with its message readers (`engine/messages.py`) instead of the start reader.
+    messages: MessageSpec | None = None
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
-        """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed)."""
+        """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
+
+        Never for headed messages: the prompt's open header is read as the first message's."""
+        if self.messages is not None:
+            return False
         last_open = -1
         closer_after = False
         for opener, closer in self.reasoning:
@@ -201,4 +250,14 @@ class FormatSpec:
         for wrapper in self.wrappers:
             out += [*wrapper.openers, *wrapper.closers]
         out += self.framing
+        if self.messages is not None:
+            out += self.messages.delimiters
+        return tuple(dict.fromkeys(out))
+
+    @property
+    def call_openers(self) -> tuple[str, ...]:
+        """Every string that may open a call: envelope and wrapper openers, message header openers."""
+        out = [o for e in self.envelopes for o in e.openers] + [o for w in self.wrappers for o in w.openers]
+        if self.messages is not None:
+            out += self.messages.openers
         return tuple(dict.fromkeys(out))

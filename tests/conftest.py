@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,8 +86,10 @@ def _nonspace(text: str) -> Counter[str]:
     return Counter(c for c in text if not c.isspace())
 
 
-def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str) -> None:
-    """Characters missing from the output can only be those of delimiters in the input."""
+def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str,
+                        tokens: list[streamparse.Token] | None = None) -> None:
+    """Characters missing from the output can only be those of delimiters in the input (and, for
+    headed messages, of headers; `tokens`: the input as tokens, in token-aware mode)."""
     out = message.content + message.reasoning
     out += "".join(c.raw for c in message.tool_calls) + "".join(r.raw for r in message.rejected)
     missing = _nonspace(text) - _nonspace(out)
@@ -94,7 +97,34 @@ def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str) -> No
     for delimiter in get_format(fmt).delimiters:
         for char, count in _nonspace(delimiter).items():
             allowed[char] += count * text.count(delimiter)
+    for header in _headers(text, fmt, tokens):
+        allowed += _nonspace(header)
     assert not missing - allowed, f"lost {missing - allowed} of {text!r}"
+
+
+def _headers(text: str, fmt: str, tokens: list[streamparse.Token] | None) -> list[str]:
+    """Headed messages (gpt_oss): a header's text is framing (its channel and role words are not
+    content): every stretch from a header opener (or the lead at the start) to the next header end or
+    terminator. In token-aware mode only special tokens open and end them."""
+    messages = get_format(fmt).messages
+    if messages is None:
+        return []
+    ends = {messages.header_end, *messages.terminators}
+    if tokens is None:
+        tokens = [streamparse.Token(piece, special=True) if piece in ends or piece in messages.openers
+                  else streamparse.Token(piece)
+                  for piece in re.split(f"({'|'.join(map(re.escape, [*ends, *messages.openers]))})", text)]
+    out: list[str] = []
+    in_header = bool(messages.lead) and text.startswith(messages.lead)
+    for token in tokens:
+        piece = token.text if isinstance(token.text, str) else bytes(token.text).decode("utf-8", "replace")
+        if token.special and piece in ends:
+            in_header = False
+        elif token.special and piece in messages.openers:
+            in_header = True
+        if in_header:
+            out.append(piece)
+    return out
 
 
 def assert_every_mode_agrees(data: object, text: str, fmt: str, tools: object) -> streamparse.Message:

@@ -99,7 +99,7 @@ def test_fuzz_bytes(fmt: str, raw: list[bytes]) -> None:
 def test_fuzz_tokens(fmt: str, data: st.DataObject) -> None:
     tokens = data.draw(_tokens(fmt))
     whole, _ = _run([tokens], fmt, special_tokens="require")
-    assert_nothing_lost("".join(t.text for t in tokens), whole.message, fmt)
+    assert_nothing_lost("".join(t.text for t in tokens), whole.message, fmt, tokens)
     one_by_one, deltas = _run(list(tokens), fmt, special_tokens="require", emit_calls="progressive")
     assert one_by_one.message == whole.message
     assert_stream_matches(fold(deltas), whole.message)
@@ -112,7 +112,7 @@ def test_fuzz_tokens(fmt: str, data: st.DataObject) -> None:
 def test_work_grows_linearly_with_pathological_inputs(fmt: str) -> None:
     spec = get_format(fmt)
     longest = max(spec.delimiters, key=len)
-    for unit in (longest[:-1], " ", "\n" + longest[:3], spec.envelopes[0].openers[0] + "x" * 50):
+    for unit in (longest[:-1], " ", "\n" + longest[:3], spec.call_openers[0] + "x" * 50):
         small, large = unit * 500, unit * 2000
         counts = []
         for text in (small, large):

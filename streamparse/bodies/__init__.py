@@ -5,7 +5,9 @@ progressive streamer and its grammar rules, and used by every format whose calls
 - `header_json`: a header naming the call up to declared markers, then one JSON object
   (DeepSeek R1 / V3 / V3.1);
 - `tagged_params`: a call tag and tagged parameters whose text the tool schema types
-  (Qwen3-Coder, DeepSeek V3.2 DSML).
+  (Qwen3-Coder, DeepSeek V3.2 DSML);
+- `json_arguments`: a call named before its body (by a message header), the body its JSON arguments
+  (gpt-oss harmony).
 
 A format names its kind in its declaration (`EnvelopeSpec(openers, body=Kind(...))`) with the
 kind's data (grammar, tags, markers); it brings no reader of its own.
@@ -14,9 +16,11 @@ kind's data (grammar, tags, markers); it brings no reader of its own.
 from __future__ import annotations
 
 from .header_json import HeaderJson
+from .json_arguments import JsonArguments
 from .json_call import JsonCall
 from .tagged_params import TaggedParams
 
-BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams}
+BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams,
+              "json_arguments": JsonArguments}
 
-__all__ = ["BODY_KINDS", "HeaderJson", "JsonCall", "TaggedParams"]
+__all__ = ["BODY_KINDS", "HeaderJson", "JsonArguments", "JsonCall", "TaggedParams"]

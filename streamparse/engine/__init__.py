@@ -6,6 +6,8 @@
 - `regions.py`: content and reasoning text, whitespace whose role is not yet known, the deltas;
 - `envelopes.py`: the open wrapper and the open call envelope (body pieces, scanner, streamer);
 - `settle.py`: what a finished envelope becomes: validation, ids, `on_rejected`, progressive deltas;
+- `messages.py`: headed messages (`FormatSpec.messages`, harmony): the text outside messages, a
+  header held until it ends and routed, a reasoning or content body;
 - `parser.py`: `StreamParser`, which reads each region with the reader its mode names (`READERS`).
 
 The engine takes a format declaration (`spec.FormatSpec`) and the checked `Options`; it imports

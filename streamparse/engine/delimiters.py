@@ -36,6 +36,12 @@ class DelimiterSets:
         # Openers searched inside reasoning: every call opener when calls are extracted from it, else
         # those the format declares as ending unclosed reasoning (`FormatSpec.calls_end_reasoning`).
         self._in_reasoning = tuple(openers) if extract or spec.calls_end_reasoning else ()
+        # Headed messages (`FormatSpec.messages`): what the text outside messages, a header and a body search.
+        messages = spec.messages
+        outside = [*messages.openers, *messages.terminators] if messages else []
+        self.message_outside = Delimiters(keep(outside))
+        self.message_header = Delimiters(keep([*outside, messages.header_end] if messages else []))
+        self.message_body = Delimiters(keep(messages.terminators if messages else []))
         self._exclude = exclude
         self._reasoning: dict[tuple[str, ...], Delimiters] = {}
 

@@ -22,6 +22,7 @@ from ..scanning import ScanResult
 from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection, WrapperSpec
 from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token
 from ..validation import ToolSet
+from . import messages
 from .delimiters import DelimiterSets, delimiter_sets
 from .envelopes import OpenEnvelope, OpenWrapper
 from .input import LookAlikes, Utf8Input
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 _START, _REASONING, _CONTENT, _WRAPPER, _ENVELOPE = "start", "reasoning", "content", "wrapper", "envelope"
 _NON_SPACE = re.compile(r"\S")  # the same characters str.strip() keeps
+ENVELOPE_MODE = _ENVELOPE  # for the message readers (`messages.py`), which open call envelopes
 
 Reader = Callable[["StreamParser", str, int], int]
 
@@ -109,6 +111,10 @@ class StreamParser:
         self._return_mode = _CONTENT  # the region a wrapper or envelope was opened in
         self._wrapper: OpenWrapper | None = None
         self._envelope: OpenEnvelope | None = None
+        # Headed messages (`FormatSpec.messages`): the message readers take over from the start reader.
+        self._messages = messages.MessageState(spec.messages) if spec.messages is not None else None
+        if self._messages is not None:
+            self._mode = messages.OUTSIDE
         # Envelope bodies need no per-piece bookkeeping (fast path in feed): no streamer, no limit,
         # no look-alikes to blank out.
         self._plain_body = not self._progressive and self._max_call_chars is None and not require_special
@@ -210,6 +216,8 @@ class StreamParser:
         whitespace whose role is unknown, and what an open wrapper holds before its first call."""
         if self._closed or self._mode == _ENVELOPE:
             return 0
+        if self._mode in messages.MODES:
+            return messages.held_back(self)
         held = len(self._carry)
         region = self._region()
         if region is not None:
@@ -527,6 +535,9 @@ class StreamParser:
         carry, self._carry = self._carry, ""
         if not carry:
             return
+        if self._mode in messages.MODES:
+            messages.settle_carry(self, carry)
+            return
         if self._mode == _START:  # an incomplete reasoning opener is text
             self._mode = _REASONING if self._forced else _CONTENT
         if self._mode == _ENVELOPE:
@@ -549,6 +560,8 @@ class StreamParser:
 
     def _finish(self) -> None:
         self._settle_carry()
+        if self._messages is not None:
+            messages.end_of_output(self)
         if self._mode == _ENVELOPE:
             self._end_envelope("", complete=False)
         if self._mode == _WRAPPER:
@@ -565,4 +578,5 @@ StreamParser.READERS = {
     _CONTENT: StreamParser._in_text,
     _WRAPPER: StreamParser._in_wrapper,
     _ENVELOPE: StreamParser._in_envelope,
+    **messages.READERS,
 }

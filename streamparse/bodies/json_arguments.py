@@ -1,0 +1,233 @@
+"""Body kind `json_arguments`: the body is one call's arguments, a JSON object, and the call is named
+outside the body (by a message header: gpt-oss harmony's ` to=functions.NAME`), so the kind is made
+per call with its name (`MessageSpec.call`).
+
+Read once while it streams: `JsonAwareScanner` finds the end (a closer outside JSON strings); in
+progressive mode `ArgumentsStreamer` sends the name at once and the object's raw text as it arrives
+(exactly the `arguments_json` the final read keeps); the C decoder (the grammars' `json_value`
+terminal) reads the finished body.
+
+Rules: the body must be a JSON object (a JSON string holding one is accepted, as in every JSON
+format); whitespace around it is framing; other text after it is `invalid_json`. A body the output
+cut off is `truncated` when it is an incomplete JSON prefix, `invalid_json` otherwise. With
+`unknown_tool_first`, a call to a tool not offered is `unknown_tool` even when its body is not JSON
+(built-in tools, whose bodies are not meant to be JSON): an override of the general status order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..calls import arguments_of
+from ..grammar import DECODER, NotStrictJSON
+from ..scanning import JsonAwareScanner
+from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
+from ..validation import ToolSet
+
+_JSON_SPACE = " \t\n\r"
+
+
+@dataclass(frozen=True)
+class JsonArguments:
+    """The `json_arguments` body kind: a named call whose body is its JSON arguments object."""
+
+    name: str
+    closers: tuple[str, ...]
+    tag: str = "the call"  # names the call in error messages
+    unknown_tool_first: bool = False
+
+    def scanner(self) -> JsonAwareScanner:
+        return JsonAwareScanner(self.closers)
+
+    def streamer(self, tools: ToolSet) -> ArgumentsStreamer:
+        return ArgumentsStreamer(self.name)
+
+    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+        result = self._read(envelope)
+        name = self.name.strip()
+        if self.unknown_tool_first and isinstance(result, Rejection) and result.status == INVALID_JSON \
+                and name and not tools.known(name):
+            verdict = tools.check(name, {})
+            errors = verdict[1] if verdict is not None else []
+            result = Rejection(UNKNOWN_TOOL, [*errors, *result.errors], None, name)
+        return [result]
+
+    def _read(self, envelope: Envelope) -> CallResult:
+        body = envelope.body
+        start = len(body) - len(body.lstrip(_JSON_SPACE))
+        name = self.name.strip() or None
+        if start == len(body):
+            if not envelope.complete:
+                return Rejection(TRUNCATED, [f"the output ended before the arguments of {self.tag}"], None, name)
+            return Rejection(INVALID_JSON, [f"{self.tag} has no arguments"], None, name)
+        try:
+            value, end = DECODER.raw_decode(body, start)
+        except NotStrictJSON as error:
+            return Rejection(INVALID_JSON, [f"the arguments are not strict JSON: {error.msg}"], None, name)
+        except ValueError as error:
+            if not envelope.complete and json_prefix(body, start):
+                return Rejection(TRUNCATED, [f"the output ended inside the arguments of {self.tag}"], None, name)
+            return Rejection(INVALID_JSON, [f"the arguments are not JSON: {error}"], None, name)
+        if body[end:].strip(_JSON_SPACE):
+            shown = body[end:].lstrip(_JSON_SPACE)[:20]
+            return Rejection(INVALID_JSON, [f"unexpected text after the arguments: {shown!r}"], None, name)
+        arguments = arguments_of(value, body[start:end])
+        if isinstance(arguments, str):
+            return Rejection(INVALID_JSON, [f"$: {arguments}"], None, name)
+        if name is None:
+            return Rejection(INVALID_JSON, [f"{self.tag} names no tool"])
+        return ParsedCall(name, arguments[0], arguments[1])
+
+
+# ----------------------------------------------------------------- an incomplete JSON value
+
+_TOKEN = re.compile(r'[ \t\n\r]*(?:("(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")|([{}\[\],:])'
+                    r"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?![0-9.eE+-])|true|false|null))")
+# What a value cut off by the end may look like: an open string, a number, a literal, begun.
+_CUT_VALUE = re.compile(r'[ \t\n\r]*(?:"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*(?:\\u?[0-9a-fA-F]{0,3})?'
+                        r"|-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?"
+                        r"|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?)\Z")
+_VALUE, _KEY, _COLON, _NEXT, _DONE = range(5)
+
+
+def json_prefix(text: str, pos: int = 0) -> bool:
+    """Whether `text[pos:]` is an incomplete JSON value: a proper prefix of some JSON text.
+
+    One pass of a small pushdown automaton over JSON tokens; only the token the text ends in may be
+    cut (an open string, a number or literal begun)."""
+    stack: list[str] = []
+    expect, first = _VALUE, False  # `first`: just after an opening bracket, which may close at once
+    while True:
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            break
+        string, punctuation, _ = match.groups()
+        if expect == _KEY:
+            if string is not None:
+                expect = _COLON
+            elif punctuation == "}" and first:
+                stack.pop()
+                expect = _NEXT if stack else _DONE
+            else:
+                return False
+        elif expect == _COLON:
+            if punctuation != ":":
+                return False
+            expect = _VALUE
+        elif expect == _VALUE:
+            if punctuation in ("{", "["):
+                stack.append(punctuation)
+                expect = _KEY if punctuation == "{" else _VALUE
+                first = True
+                pos = match.end()
+                continue
+            if punctuation == "]" and first and stack and stack[-1] == "[":
+                stack.pop()
+            elif punctuation is not None:
+                return False
+            expect = _NEXT if stack else _DONE
+        elif expect == _NEXT:
+            if punctuation == ",":
+                expect = _KEY if stack[-1] == "{" else _VALUE
+            elif punctuation is not None and punctuation == "]}"[stack[-1] == "{"]:
+                stack.pop()
+                expect = _NEXT if stack else _DONE
+            else:
+                return False
+        else:
+            return False  # text after a complete value
+        first = False
+        pos = match.end()
+    rest = text[pos:]
+    if not rest.strip(_JSON_SPACE):
+        return expect != _DONE
+    if expect == _VALUE or (expect == _KEY and rest.lstrip(_JSON_SPACE).startswith('"')):
+        return _CUT_VALUE.match(rest) is not None
+    return False
+
+
+# ----------------------------------------------------------------- progressive mode
+
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_IN_STRING = re.compile(r'["\\]')
+_LEAD, _OBJECT, _END = range(3)
+
+
+class ArgumentsStreamer:
+    """Sends the call's name with the first body text, then the arguments object as the raw text the
+    model writes (trailing whitespace held back) until it closes. A body that does not start with
+    `{` (a JSON string, or not JSON) is not streamed: the final read sends it whole."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._started = False
+        self._phase = _LEAD
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+        self._pending_ws: list[str] = []  # whitespace at the end of the object text so far
+
+    def feed(self, body: str) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        if not self._started:
+            self._started = True
+            if self._name.strip():
+                events.append(CallStart(0, self._name))
+            else:
+                self._phase = _END
+        if self._phase == _LEAD:
+            start = len(body) - len(body.lstrip(_JSON_SPACE))
+            if start == len(body):
+                return events
+            if body[start] != "{":
+                self._phase = _END
+                return events
+            self._phase = _OBJECT
+            body = body[start:]
+        if self._phase == _OBJECT:
+            self._send(events, body[: self._walk(body)])
+        return events
+
+    def _walk(self, text: str) -> int:
+        """How much of `text` belongs to the object (all of it, or up to its closing brace)."""
+        pos, size = 0, len(text)
+        while pos < size:
+            if self._escaped:
+                self._escaped = False
+                pos += 1
+            elif self._in_string:
+                match = _IN_STRING.search(text, pos)
+                if match is None:
+                    return size
+                if match.group() == "\\":
+                    self._escaped = True
+                else:
+                    self._in_string = False
+                pos = match.end()
+            else:
+                match = _STRUCTURE.search(text, pos)
+                if match is None:
+                    return size
+                found = match.group()
+                pos = match.end()
+                if found == '"':
+                    self._in_string = True
+                elif found in "[{":
+                    self._depth += 1
+                else:
+                    self._depth -= 1
+                    if self._depth <= 0:
+                        self._phase = _END
+                        return pos
+        return size
+
+    def _send(self, events: list[StreamEvent], text: str) -> None:
+        end = len(text.rstrip(_JSON_SPACE))
+        if not end:
+            if text:
+                self._pending_ws.append(text)
+            return
+        events.append(ArgumentsFragment(0, "".join(self._pending_ws) + text[:end]))
+        self._pending_ws = [text[end:]] if end < len(text) else []

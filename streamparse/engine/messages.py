@@ -1,0 +1,264 @@
+"""Headed messages (`FormatSpec.messages`, OpenAI harmony): the readers of the text outside messages,
+of a message header, and of a reasoning or content body. A call's body is an ordinary envelope.
+
+The output is a sequence of messages, each a header from an opener up to the header end, then a body
+up to a terminator (or the end of output). The header is held, like a delimiter prefix (it is short:
+at most `MessageSpec.header_limit` characters), and read once, when it ends, by the format's `route`.
+Then the body streams into reasoning or content as deltas, or becomes a call envelope whose opener is
+the header (the envelope reader and the body kind `MessageSpec.call` makes do the rest). A header cut
+off is framing, or a rejected call when its route says it was one. Content and reasoning bodies
+interleave in output order; there is no "reasoning only at the start" here.
+
+Cost: every character is searched once by a compiled alternation (the held-back suffix aside); a
+header is joined and routed once; whitespace after a terminator waits in a short list (`hold_merged`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..spec import CALL, REASONING, Envelope, EnvelopeSpec, MessageSpec, Rejection
+from ..types import TRUNCATED
+from .envelopes import OpenEnvelope
+from .regions import Region, hold_merged
+
+if TYPE_CHECKING:
+    from .parser import StreamParser
+
+OUTSIDE, HEADER, BODY = "outside", "header", "body"
+MODES = frozenset((OUTSIDE, HEADER, BODY))
+_SPACE = re.compile(r"\s")
+_NON_SPACE = re.compile(r"\S")
+
+
+@dataclass
+class MessageState:
+    """Where the parser is among the messages: the header read so far, or the region a body goes to."""
+
+    spec: MessageSpec
+    at_start: bool = True  # nothing read yet: the lead may continue the prompt's open header
+    header: list[str] = field(default_factory=list)
+    header_length: int = 0
+    order: int = -1  # index in `spec.openers` of the last opener in the header
+    lead: bool = False  # the header so far is the lead and ordinary text after it
+    position: int = 0  # where the header starts in the output
+    region: Region | None = None  # the region of the body being read
+    after_terminator: bool = True  # only whitespace since the last terminator (or the start)
+    ws: list[str] = field(default_factory=list)  # that whitespace: framing if a header follows
+    ws_length: int = 0
+
+    def take_header(self) -> str:
+        header = "".join(self.header)
+        self.header = []
+        self.header_length = 0
+        return header
+
+    def drop_ws(self) -> None:
+        self.ws.clear()
+        self.ws_length = 0
+
+
+def _state(parser: StreamParser) -> MessageState:
+    state = parser._messages
+    assert state is not None
+    return state
+
+
+# ----------------------------------------------------------------- readers (`StreamParser.READERS`)
+
+def read_outside(parser: StreamParser, text: str, pos: int) -> int:
+    """Text between messages: content; stray terminators are framing; a header opener opens a header."""
+    state = _state(parser)
+    if state.at_start:
+        lead = state.spec.lead
+        if lead and text.startswith(lead, pos):
+            state.at_start = False
+            _open_header(parser, lead, pos, order=0, lead=True)
+            return pos + len(lead)
+        if lead and lead.startswith(text[pos:]):
+            return parser._hold(text, pos)
+        state.at_start = False
+    delimiters = parser._sets.message_outside
+    match = delimiters.search(text, pos)
+    if match is None:
+        held = max(pos, delimiters.held_from(text))
+        _outside_text(parser, text[pos:held])
+        return parser._hold(text, held)
+    _outside_text(parser, text[pos: match.start()])
+    found = match.group()
+    if found in state.spec.terminators:
+        state.after_terminator = True
+    else:
+        _open_header(parser, found, match.start(), state.spec.openers.index(found))
+    return match.end()
+
+
+def read_header(parser: StreamParser, text: str, pos: int) -> int:
+    """A header, held up to its end; an opener that cannot continue it, or a terminator, cuts it off."""
+    state = _state(parser)
+    spec = state.spec
+    delimiters = parser._sets.message_header
+    match = delimiters.search(text, pos)
+    stop = match.start() if match is not None else max(pos, delimiters.held_from(text))
+    if state.lead:
+        space = _SPACE.search(text, pos, stop)
+        if space is not None:  # the lead and a word, then whitespace: ordinary text, not a header
+            state.header.append(text[pos: space.start()])
+            _header_is_text(parser)
+            return space.start()
+    if stop > pos:
+        state.header.append(text[pos:stop])
+        state.header_length += stop - pos
+    if state.header_length > spec.header_limit:
+        _header_is_text(parser)
+        return stop
+    if match is None:
+        return parser._hold(text, stop)
+    found = match.group()
+    if found == spec.header_end:
+        _route(parser)
+        return match.end()
+    if found in spec.openers and spec.openers.index(found) > state.order:
+        state.header.append(found)
+        state.header_length += len(found)
+        state.order = spec.openers.index(found)
+        state.lead = False
+        return match.end()
+    _cut(parser)  # the reader of the text outside messages takes the opener or terminator
+    return match.start()
+
+
+def read_body(parser: StreamParser, text: str, pos: int) -> int:
+    """A reasoning or content body, streamed, up to a terminator."""
+    state = _state(parser)
+    region = state.region
+    assert region is not None
+    delimiters = parser._sets.message_body
+    match = delimiters.search(text, pos)
+    if match is None:
+        held = max(pos, delimiters.held_from(text))
+        parser._output.emit_text(region, text[pos:held])
+        return parser._hold(text, held)
+    parser._output.emit_text(region, text[pos: match.start()])
+    parser._mode = OUTSIDE
+    state.after_terminator = True
+    return match.end()
+
+
+READERS = {OUTSIDE: read_outside, HEADER: read_header, BODY: read_body}
+
+
+# ----------------------------------------------------------------- what a header makes
+
+def _outside_text(parser: StreamParser, text: str) -> None:
+    """Content, except whitespace after a terminator, which waits: framing if a header follows."""
+    if not text:
+        return
+    state = _state(parser)
+    if state.after_terminator:
+        if _NON_SPACE.search(text) is None:
+            hold_merged(state.ws, text)
+            state.ws_length += len(text)
+            return
+        text = "".join(state.ws) + text
+        state.drop_ws()
+        state.after_terminator = False
+    parser._output.emit_text(parser._output.content, text)
+
+
+def _open_header(parser: StreamParser, opener: str, at: int, order: int, lead: bool = False) -> None:
+    state = _state(parser)
+    state.drop_ws()
+    state.header = [opener]
+    state.header_length = len(opener)
+    state.order = order
+    state.lead = lead
+    state.position = parser._base + at
+    parser._mode = HEADER
+
+
+def _header_is_text(parser: StreamParser) -> None:
+    """What looked like a header is not one (the lead, ordinary text; a header past the limit): content."""
+    state = _state(parser)
+    parser._mode = OUTSIDE
+    state.lead = False
+    _outside_text(parser, state.take_header())
+
+
+def _route(parser: StreamParser) -> None:
+    """The header is complete: its route says where the body goes."""
+    state = _state(parser)
+    header = state.take_header()
+    route = state.spec.route(header, True)
+    if route.region == CALL:
+        _open_call(parser, header + state.spec.header_end, route.name)
+        return
+    state.region = parser._output.reasoning if route.region == REASONING else parser._output.content
+    parser._mode = BODY
+
+
+def _open_call(parser: StreamParser, opener: str, name: str) -> None:
+    """A call message: an envelope whose opener is the header and whose body the format's call kind reads.
+    The header counts towards `max_call_chars`, so a rejected call's raw text stays within the limit."""
+    from .parser import ENVELOPE_MODE
+
+    state = _state(parser)
+    kind = state.spec.call(name)
+    streamer = kind.streamer(parser._tools) if parser._progressive else None
+    parser._envelope = OpenEnvelope(EnvelopeSpec((), kind), opener, kind.scanner(), streamer, wrapped=False,
+                                    position=state.position, length=len(opener))
+    parser._return_mode = OUTSIDE
+    parser._mode = ENVELOPE_MODE
+    state.after_terminator = True  # for the text after the call's terminator
+
+
+def _cut(parser: StreamParser) -> None:
+    """A header cut off (by the end of output, a terminator, another header): framing, or a rejected call."""
+    state = _state(parser)
+    header = state.take_header()
+    parser._mode = OUTSIDE
+    state.lead = False
+    state.after_terminator = True
+    route = state.spec.route(header, False)
+    if route.region != CALL:
+        return
+    error = f"the message header was cut off before {state.spec.header_end}"
+    rejection = Rejection(TRUNCATED, [error], None, route.name.strip() or None)
+    parser._settler.settle([rejection], Envelope(header, "", "", complete=False, wrapped=False), state.position)
+
+
+# ----------------------------------------------------------------- hooks the parser calls
+
+def settle_carry(parser: StreamParser, carry: str) -> None:
+    """Held-back text nothing more can extend: header text, body text, or text outside messages."""
+    state = _state(parser)
+    if parser._mode == HEADER:
+        state.header.append(carry)
+        state.header_length += len(carry)
+    elif parser._mode == BODY:
+        assert state.region is not None
+        parser._output.emit_text(state.region, carry)
+    else:
+        state.at_start = False
+        _outside_text(parser, carry)
+
+
+def end_of_output(parser: StreamParser) -> None:
+    """A header the output ended in is cut off."""
+    if parser._mode == HEADER:
+        _cut(parser)
+
+
+def held_back(parser: StreamParser) -> int:
+    """What may still be emitted: a delimiter prefix and whitespace whose role is unknown. A header
+    being read is not counted, like an envelope's opener: it becomes framing or a call's opener, and
+    content only when it runs past `header_limit` (which bounds it)."""
+    state = _state(parser)
+    if parser._mode == HEADER:
+        return 0
+    if parser._mode == BODY:
+        assert state.region is not None
+        return len(parser._carry) + state.region.pending_length
+    return len(parser._carry) + parser._output.content.pending_length + state.ws_length
