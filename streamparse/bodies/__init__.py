@@ -5,7 +5,10 @@ progressive streamer and its grammar rules, and used by every format whose calls
 - `header_json`: a header naming the call up to declared markers, then one JSON object
   (DeepSeek R1 / V3 / V3.1);
 - `tagged_params`: a call tag and tagged parameters whose text the tool schema types
-  (Qwen3-Coder, DeepSeek V3.2 DSML).
+  (Qwen3-Coder, DeepSeek V3.2 DSML);
+- `pythonic`: Python calls with keyword literals, `[f(a=1), g()]` or one `NAME.call(…)` (pythonic
+  lists, Llama 3.1 built-ins);
+- `code_call`: the whole body is one string argument of a fixed tool (Llama 3.1's `python` code).
 
 A format names its kind in its declaration (`EnvelopeSpec(openers, body=Kind(...))`) with the
 kind's data (grammar, tags, markers); it brings no reader of its own.
@@ -15,8 +18,10 @@ from __future__ import annotations
 
 from .header_json import HeaderJson
 from .json_call import JsonCall
+from .pythonic import CodeCall, PythonicCalls
 from .tagged_params import TaggedParams
 
-BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams}
+BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams,
+              "pythonic": PythonicCalls, "code_call": CodeCall}
 
-__all__ = ["BODY_KINDS", "HeaderJson", "JsonCall", "TaggedParams"]
+__all__ = ["BODY_KINDS", "CodeCall", "HeaderJson", "JsonCall", "PythonicCalls", "TaggedParams"]
