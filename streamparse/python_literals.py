@@ -102,7 +102,7 @@ def _value(node: ast.AST) -> Any:
         return [_value(item) for item in node.elts]
     if isinstance(node, ast.Dict):
         out: dict[str, Any] = {}
-        for key_node, value_node in zip(node.keys, node.values):
+        for key_node, value_node in zip(node.keys, node.values, strict=True):
             if key_node is None:
                 raise ValueError("** unpacking is not a literal")
             key = _value(key_node)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-import regex
+import regex  # type: ignore[import-untyped]
 
 from ..scanning import delimiters_of
 from ..spec import AnchorSpec, CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection
