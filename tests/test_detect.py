@@ -70,6 +70,10 @@ def test_thinking_forced_open_matches_every_real_prompt() -> None:
             assert thinking_forced_open(case["prompt_tail"], fmt) == case["thinking_forced_open"], case["template"]
             checked += 1
     assert checked == len(cases)
+    more = TEMPLATES / "cases_more.json"
+    for case in json.loads(more.read_text()) if more.exists() else []:  # second wave: formats registered so far
+        if case["format"] in FORMAT_NAMES:
+            assert thinking_forced_open(case["prompt_tail"], case["format"]) == case["thinking_forced_open"], case["template"]
 
 
 def test_tokenizer_config_dict_and_file(tmp_path: Path) -> None:
