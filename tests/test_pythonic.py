@@ -152,3 +152,15 @@ def test_streamer_of_one_builtin_call(sizes: list[int]) -> None:
     kind = PythonicCalls(listed=False, name_suffix=".call")
     events = _stream(kind, 'brave_search.call(query="a)b")', sizes)
     assert events == [CallStart(0, "brave_search"), ArgumentsFragment(0, '{"query": "a)b"}')]
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("float('nan')", "not a literal"), ("1e999", "double"), ('"x\\ud800y"', "surrogate"), ("{'k': 1, 'k': 2}", "duplicate"),
+    ("[" * 5000 + "]" * 5000, ""), ("NaN", "not a literal"), ("-Infinity", "not a literal"),
+])
+def test_arguments_are_strict_json_values(value: str, why: str) -> None:
+    message = read(f"[f(a={value}), ok()]")
+    assert [c.name for c in message.tool_calls] == ["ok"]
+    assert [r.status for r in message.rejected] == ["invalid_json"] and why in message.rejected[0].errors[0]
+    for call in message.tool_calls:
+        assert json.loads(call.arguments_json) == call.arguments
