@@ -196,7 +196,8 @@ CHUNKINGS: dict[str, Callable[[str], list[str]]] = {
 def _longest_call_opener(spec: FormatSpec) -> str:
     openers = [o for e in spec.envelopes for o in e.openers] + [o for w in spec.wrappers for o in w.openers]
     # Anchored calls (`FormatSpec.anchors`): their markers, or a lead begun at their trigger character.
-    openers += [m for a in spec.anchors for m in a.after] + [a.trigger + "call_name(" for a in spec.anchors if a.trigger]
+    openers += [m for a in spec.anchors for m in a.after]
+    openers += [a.trigger + "call_name(" for a in spec.anchors if a.trigger]
     return max(openers, key=len)
 
 

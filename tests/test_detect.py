@@ -73,7 +73,8 @@ def test_thinking_forced_open_matches_every_real_prompt() -> None:
     more = TEMPLATES / "cases_more.json"
     for case in json.loads(more.read_text()) if more.exists() else []:  # second wave: formats registered so far
         if case["format"] in FORMAT_NAMES:
-            assert thinking_forced_open(case["prompt_tail"], case["format"]) == case["thinking_forced_open"], case["template"]
+            forced = thinking_forced_open(case["prompt_tail"], case["format"])
+            assert forced == case["thinking_forced_open"], case["template"]
 
 
 def test_tokenizer_config_dict_and_file(tmp_path: Path) -> None:

@@ -68,8 +68,8 @@ def test_plain_answers_and_json_in_prose_are_content() -> None:
 # ----------------------------------------------------------------- JSON answer vs call
 
 @pytest.mark.parametrize("text", ['{"answer": 42}', "[1, 2, 3]", "{curly} prose {braces}", '{"parameters": {}}',
-                                  '{"name": 1}', '{ "type": "object", "properties": {} }', '{"name": "Alice", "age": 30}',
-                                  'Hello {"name": "f", "parameters": {}}'])
+                                  '{"name": 1}', '{ "type": "object", "properties": {} }',
+                                  '{"name": "Alice", "age": 30}', 'Hello {"name": "f", "parameters": {}}'])
 def test_json_answers_are_content(text: str) -> None:
     message = read(text)
     assert message.content == text and message.tool_calls == [] and message.rejected == []
@@ -80,7 +80,7 @@ def test_json_answers_are_content(text: str) -> None:
 def test_a_json_answer_streams_with_at_most_its_first_key_held_back(text: str) -> None:
     parser = StreamParser(FMT)
     sent = ""
-    first_key = len(text.split(":")[0]) + 1
+    first_key = len(text.split(":", maxsplit=1)[0]) + 1
     for i, char in enumerate(text):
         sent += "".join(d.content for d in parser.feed(char))
         assert parser.held_back <= first_key, (text[: i + 1], parser.held_back)
@@ -188,7 +188,8 @@ def test_special_tokens_python_tag_and_llama4_markers() -> None:
               Token('{"name": "get_time", '), Token('"parameters": {}}')]
     message = streamparse.parse(tokens, FMT, special_tokens="require", id_factory=ids)
     assert message.content == "Checking." and [c.name for c in message.tool_calls] == ["get_time"]
-    tag = [Token("<|python_tag|>", special=True), Token('brave_search.call(query="q")'), Token("<|eom_id|>", special=True)]
+    tag = [Token("<|python_tag|>", special=True), Token('brave_search.call(query="q")'),
+           Token("<|eom_id|>", special=True)]
     assert calls(streamparse.parse(tag, FMT, special_tokens="require")) == [("brave_search", {"query": "q"})]
     spelled = streamparse.parse([Token("Hi <|python_tag|>"), Token(WEATHER)], FMT, special_tokens="require")
     assert spelled.tool_calls == [] and spelled.content == "Hi <|python_tag|>" + WEATHER
@@ -196,7 +197,8 @@ def test_special_tokens_python_tag_and_llama4_markers() -> None:
 
 # ----------------------------------------------------------------- the real renders
 
-@pytest.mark.skipif(not (SHARED / "templates" / "cases_more.json").exists(), reason="../shared is not beside this checkout")
+@pytest.mark.skipif(not (SHARED / "templates" / "cases_more.json").exists(),
+                    reason="../shared is not beside this checkout")
 def test_every_real_render() -> None:
     cases = [c for c in json.loads((SHARED / "templates" / "cases_more.json").read_text()) if c["format"] == FMT]
     assert len(cases) == 22

@@ -49,7 +49,8 @@ def test_lfm25_values_python_and_json_literals() -> None:
             "neg=-3, empty={})]")
     assert calls(read(text)) == [("create_event", {
         "title": 'Team "sync" — Q3', "duration_minutes": 45, "all_day": False, "priority": 0.75, "location": None,
-        "attendees": [{"name": "Zoë", "optional": False}], "metadata": {"ok": True, "n": None}, "neg": -3, "empty": {}})]
+        "attendees": [{"name": "Zoë", "optional": False}], "metadata": {"ok": True, "n": None}, "neg": -3,
+        "empty": {}})]
 
 
 def test_escapes_are_decoded_and_strings_may_hold_brackets() -> None:
@@ -117,7 +118,8 @@ def test_a_list_held_back_is_at_most_its_lead() -> None:
 
 
 def test_token_aware_mode() -> None:
-    tokens = [Token("<|python_start|>", special=True), Token("[f(a"), Token("=1)]"), Token("<|python_end|>", special=True)]
+    tokens = [Token("<|python_start|>", special=True), Token("[f(a"), Token("=1)]"),
+              Token("<|python_end|>", special=True)]
     assert calls(streamparse.parse(tokens, FMT, special_tokens="require")) == [("f", {"a": 1})]
 
 
@@ -155,7 +157,8 @@ def test_streamer_of_one_builtin_call(sizes: list[int]) -> None:
 
 
 @pytest.mark.parametrize(("value", "why"), [
-    ("float('nan')", "not a literal"), ("1e999", "double"), ('"x\\ud800y"', "surrogate"), ("{'k': 1, 'k': 2}", "duplicate"),
+    ("float('nan')", "not a literal"), ("1e999", "double"), ('"x\\ud800y"', "surrogate"),
+    ("{'k': 1, 'k': 2}", "duplicate"),
     ("[" * 5000 + "]" * 5000, ""), ("NaN", "not a literal"), ("-Infinity", "not a literal"),
 ])
 def test_arguments_are_strict_json_values(value: str, why: str) -> None:
