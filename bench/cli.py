@@ -168,7 +168,7 @@ def compare_section(
             output = built[name, size]
             agreement = peer.agreement(the_peer, template, output.text, name)
             if agreement.startswith("peer raised"):
-                rows.append([name, table.size_label(size), "-", *[None] * 10, agreement])
+                rows.append([name, table.size_label(size), "-", *[None] * 9, agreement])
                 continue
             their_parse = peer.time_parse(the_peer, template, output.text, plan.parse_reps)
             our_parse = parses[name, size]

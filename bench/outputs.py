@@ -194,7 +194,10 @@ CHUNKINGS: dict[str, Callable[[str], list[str]]] = {
 # ----------------------------------------------------------------------------- worst cases
 
 def _longest_call_opener(spec: FormatSpec) -> str:
-    return max(spec.call_openers, key=len)
+    openers = list(spec.call_openers)
+    # Anchored calls (`FormatSpec.anchors`): a lead begun at their trigger character.
+    openers += [a.trigger + "call_name(" for a in spec.anchors if a.trigger]
+    return max(openers, key=len)
 
 
 def near_miss(spec: FormatSpec) -> str:

@@ -149,6 +149,14 @@ def _json_rule(rule: str, kind: type | None) -> Any:
     return match
 
 
+def _python_value(text: str, pos: int, cache: Any, error: Any, grammar: Any) -> Node | None:
+    """`py_value`: the text of one Python expression (read by `python_literals.literal`)."""
+    from .python_literals import value_end
+
+    end = value_end(text, pos)
+    return None if end is None else Node(grammar["py_value"], text, pos, end)
+
+
 def grammar_dir() -> Path:
     """Where the grammar files are: inside the installed package, or `formats/` of the source tree."""
     installed = _PACKAGE / "_grammars"
@@ -171,4 +179,5 @@ def load_grammar(name: str) -> Grammar:
         json_value=_json_rule("json_value", None),
         json_string=_json_rule("json_string", str),
         json_object=_json_rule("json_object", dict),
+        py_value=_python_value,
     )

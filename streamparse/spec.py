@@ -134,6 +134,34 @@ class EnvelopeSpec:
 
 
 @dataclass(frozen=True)
+class AnchorSpec:
+    """A call envelope recognised by where it starts and how it begins, not by a delimiter
+    (engine: `engine/anchors.py`).
+
+    `lead` is a regular expression (the `regex` module, matched with `partial=True`) that the
+    envelope's text begins with; it is part of the body. Text is held back only while it could
+    still become the lead, so keep it bounded (`\\s{0,64}`, not `\\s*`). Where it is tried:
+    - `at_start`: at the start of the output, after whitespace;
+    - `after`: right after one of these markers (dropped, like `framing`), past whitespace;
+    - `trigger`: wherever this character (the lead's first) appears in content;
+    - `separator` (a regex of framing such as `;`): right after one of its own envelopes, past
+      whitespace and at most one separator, which then belong to that envelope's raw text.
+    An envelope whose body kind finds no call in it (`parse` returns `[]`) is content, verbatim;
+    so is one followed by text other than whitespace when `must_end_output`. Either way the
+    envelope is not certain until it is followed by what decides, so its calls are sent whole
+    when it settles (no progressive fragments) when `must_end_output` or `may_be_content`."""
+
+    lead: str
+    body: BodyKind
+    at_start: bool = False
+    after: tuple[str, ...] = ()
+    trigger: str = ""
+    separator: str = ""
+    must_end_output: bool = False
+    may_be_content: bool = False
+
+
+@dataclass(frozen=True)
 class WrapperSpec:
     """Optional brackets around calls (`<tool_call>` around `<function=…>`, DeepSeek's calls block)."""
 
@@ -223,6 +251,9 @@ class FormatSpec:
     # The output is a sequence of headed messages whose headers route their bodies (gpt-oss harmony):
     # the engine reads it with its message readers (`engine/messages.py`) instead of the start reader.
     messages: MessageSpec | None = None
+    # Call envelopes recognised by position and pattern rather than by an opening delimiter
+    # (Llama 3 JSON calls at the start of the output, pythonic `[NAME(…)]` lists): `AnchorSpec`.
+    anchors: tuple[AnchorSpec, ...] = ()
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
@@ -252,12 +283,17 @@ class FormatSpec:
         out += self.framing
         if self.messages is not None:
             out += self.messages.delimiters
+        for anchor in self.anchors:
+            out += anchor.after
         return tuple(dict.fromkeys(out))
 
     @property
     def call_openers(self) -> tuple[str, ...]:
-        """Every string that may open a call: envelope and wrapper openers, message header openers."""
+        """Every string that may open a call: envelope and wrapper openers, message header openers,
+        and the markers anchored calls follow."""
         out = [o for e in self.envelopes for o in e.openers] + [o for w in self.wrappers for o in w.openers]
         if self.messages is not None:
             out += self.messages.openers
+        for anchor in self.anchors:
+            out += anchor.after
         return tuple(dict.fromkeys(out))

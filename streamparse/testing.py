@@ -26,6 +26,8 @@ except ImportError as error:  # pragma: no cover - exercised by a subprocess tes
 
 import itertools
 
+import regex  # type: ignore[import-untyped]
+
 from .registry import get_format
 from .types import Message, ToolCall
 
@@ -44,15 +46,29 @@ def _clean(forbidden: tuple[str, ...]) -> Any:
     return lambda text: not any(word in text for word in forbidden)
 
 
+def _no_anchored_call(format: str) -> Any:
+    """Text in which none of the format's anchors (`FormatSpec.anchors`) would open a call: a Llama 3
+    call object at its start, a pythonic `[NAME(` anywhere."""
+    anchors = [(regex.compile(a.lead), a) for a in get_format(format).anchors]
+
+    def ok(text: str) -> bool:
+        for lead, anchor in anchors:
+            if anchor.at_start and lead.match(text):
+                return False
+            if anchor.trigger and any(lead.match(text, i) for i, c in enumerate(text) if c == anchor.trigger):
+                return False
+        return True
+
+    return ok
+
+
 def text_for(format: str, min_size: int = 0, max_size: int = 80) -> st.SearchStrategy[str]:
-    """Free text for content or reasoning: no delimiter of the format inside, no outer whitespace."""
+    """Free text for content or reasoning: no delimiter of the format inside, no outer whitespace,
+    nothing the format would read as a call by its position and pattern."""
     spec = get_format(format)
     forbidden = (*spec.delimiters, *spec.reserved)
-    return (
-        st.text(_ALPHABET, min_size=min_size, max_size=max_size)
-        .map(str.strip)
-        .filter(_clean(forbidden))
-    )
+    text = st.text(_ALPHABET, min_size=min_size, max_size=max_size).map(str.strip).filter(_clean(forbidden))
+    return text.filter(_no_anchored_call(format)) if spec.anchors else text
 
 
 # Pieces of code: indentation, blank lines and trailing newlines, comparisons and markup.

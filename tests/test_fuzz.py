@@ -112,7 +112,10 @@ def test_fuzz_tokens(fmt: str, data: st.DataObject) -> None:
 def test_work_grows_linearly_with_pathological_inputs(fmt: str) -> None:
     spec = get_format(fmt)
     longest = max(spec.delimiters, key=len)
-    for unit in (longest[:-1], " ", "\n" + longest[:3], spec.call_openers[0] + "x" * 50):
+    # A format whose calls are anchored (no opener) starts them after a marker or at a trigger character.
+    opener = spec.call_openers[0] if spec.call_openers else spec.anchors[0].trigger
+    anchored = ['{"na', "[f", "[" + " " * 40, '{"name": "f"};'] if spec.anchors else []
+    for unit in (longest[:-1], " ", "\n" + longest[:3], opener + "x" * 50, *anchored):
         small, large = unit * 500, unit * 2000
         counts = []
         for text in (small, large):

@@ -21,9 +21,11 @@ from streamparse import Message, ToolCall
 from streamparse.families import FAMILIES
 from streamparse.grammar import strict_loads
 
-JSON_FORMATS = [spec.name for spec in FAMILIES if not spec.untyped_values]
-XML_FORMATS = [spec.name for spec in FAMILIES if spec.untyped_values]
 _MARK = {"__raw_arguments__": 12345}
+# Formats that carry the arguments as JSON text (pythonic writes Python literals: tests/test_pythonic.py).
+JSON_FORMATS = [spec.name for spec in FAMILIES if not spec.untyped_values
+                and json.dumps(_MARK) in spec.render(Message(tool_calls=[ToolCall("c", "f", dict(_MARK), "")]))]
+XML_FORMATS = [spec.name for spec in FAMILIES if spec.untyped_values]
 
 # Argument texts a model can write that are JSON to Python's lenient reader but not to RFC 8259.
 BAD_ARGUMENTS = {

@@ -8,6 +8,9 @@ progressive streamer and its grammar rules, and used by every format whose calls
   (Qwen3-Coder, DeepSeek V3.2 DSML);
 - `json_arguments`: a call named before its body (by a message header), the body its JSON arguments
   (gpt-oss harmony).
+- `pythonic`: Python calls with keyword literals, `[f(a=1), g()]` or one `NAME.call(…)` (pythonic
+  lists, Llama 3.1 built-ins);
+- `code_call`: the whole body is one string argument of a fixed tool (Llama 3.1's `python` code).
 
 A format names its kind in its declaration (`EnvelopeSpec(openers, body=Kind(...))`) with the
 kind's data (grammar, tags, markers); it brings no reader of its own.
@@ -18,9 +21,10 @@ from __future__ import annotations
 from .header_json import HeaderJson
 from .json_arguments import JsonArguments
 from .json_call import JsonCall
+from .pythonic import CodeCall, PythonicCalls
 from .tagged_params import TaggedParams
 
 BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams,
-              "json_arguments": JsonArguments}
+              "json_arguments": JsonArguments, "pythonic": PythonicCalls, "code_call": CodeCall}
 
-__all__ = ["BODY_KINDS", "HeaderJson", "JsonArguments", "JsonCall", "TaggedParams"]
+__all__ = ["BODY_KINDS", "CodeCall", "HeaderJson", "JsonArguments", "JsonCall", "PythonicCalls", "TaggedParams"]

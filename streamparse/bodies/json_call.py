@@ -110,6 +110,9 @@ class JsonCall:
     stops: tuple[str, ...] = ()
     id_keys: tuple[str, ...] = ()
     end_at_value: bool = False  # the envelope ends where its JSON value ends (no closer needed)
+    # When set, an object with any other key, or whose "name" is not a string, is not a call: `parse`
+    # returns no result (an anchored envelope is then content: Llama 3's JSON answers).
+    call_keys: tuple[str, ...] = ()
 
     def scanner(self) -> JsonAwareScanner:
         return JsonAwareScanner(self.closers, self.stops, self.end_at_value)
@@ -127,7 +130,7 @@ class JsonCall:
         start = len(body) - len(body.lstrip(_JSON_SPACE))
         found = object_members(body, start)
         if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
-            return [call_of(found[0], self.id_keys)]
+            return self._call(found[0])
         try:
             tree = load_grammar(self.grammar).parse(body)
         except ParseError as error:
@@ -136,7 +139,13 @@ class JsonCall:
             pos = error.pos
             problem = json_problem(body, pos) or f"unexpected text at character {pos}: {body[pos:pos + 20]!r}"
             return [Rejection(INVALID_JSON, [f"not one JSON call object: {problem}"])]
-        return [call_of(_VISITOR.visit(tree), self.id_keys)]
+        return self._call(_VISITOR.visit(tree))
+
+    def _call(self, members: list[Member]) -> list[CallResult]:
+        if self.call_keys and (any(key not in self.call_keys for key, _, _ in members)
+                               or not any(key == "name" and isinstance(value, str) for key, value, _ in members)):
+            return []
+        return [call_of(members, self.id_keys)]
 
 _STRUCTURE = re.compile(r'["{}\[\]:,]')
 _IN_STRING = re.compile(r'["\\]')

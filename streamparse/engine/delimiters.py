@@ -30,6 +30,12 @@ class DelimiterSets:
         # What content searches: the call openers and the format's framing markers (dropped).
         self.framing = frozenset(keep(list(spec.framing)))
         self.in_content = Delimiters([*self.call_openers.strings, *self.framing])
+        # Anchored envelopes (`FormatSpec.anchors`): the markers after which one may start, and the
+        # characters that may start one anywhere in content, are searched in content too.
+        self.anchor_marks = frozenset(keep([m for a in spec.anchors for m in a.after])
+                                      + [a.trigger for a in spec.anchors if a.trigger])
+        if self.anchor_marks:
+            self.in_content = Delimiters([*self.in_content.strings, *self.anchor_marks])
         self.trailers = Delimiters(keep([c for w in spec.wrappers for c in w.closers]))
         self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)))
                          for w in spec.wrappers}

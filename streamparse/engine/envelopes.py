@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..scanning import EnvelopeScanner
-from ..spec import CallStreamer, EnvelopeSpec, WrapperSpec
+from ..spec import AnchorSpec, CallStreamer, EnvelopeSpec, WrapperSpec
 
 
 @dataclass
@@ -49,3 +49,4 @@ class OpenEnvelope:
     body: list[str] = field(default_factory=list)
     length: int = 0
     too_long: bool = False
+    anchor: AnchorSpec | None = None  # opened by position and pattern (`engine/anchors.py`), not by a delimiter

@@ -23,6 +23,7 @@ from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection, Wr
 from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token
 from ..validation import ToolSet
 from . import messages
+from .anchors import ANCHOR, TRAILING, Anchors
 from .delimiters import DelimiterSets, delimiter_sets
 from .envelopes import OpenEnvelope, OpenWrapper
 from .input import LookAlikes, Utf8Input
@@ -118,6 +119,10 @@ class StreamParser:
         # Envelope bodies need no per-piece bookkeeping (fast path in feed): no streamer, no limit,
         # no look-alikes to blank out.
         self._plain_body = not self._progressive and self._max_call_chars is None and not require_special
+        # Envelopes recognised by position and pattern (`FormatSpec.anchors`, `anchors.py`).
+        self._anchored = Anchors(spec) if spec.anchors else None
+        if not spec.reasoning:  # a format without reasoning ignores thinking_forced_open
+            self._forced = False
 
     # ----------------------------------------------------------------- public API
 
@@ -291,6 +296,8 @@ class StreamParser:
             self._enter_reasoning(self._all_reasoning_closers)
         else:
             self._mode = _CONTENT
+            if self._anchored is not None and self._anchored.table.at_start:
+                return self._anchored.decide(self, text, pos, self._anchored.table.at_start)
         return pos
 
     def _enter_reasoning(self, closers: tuple[str, ...]) -> None:
@@ -327,6 +334,8 @@ class StreamParser:
         found = match.group()
         at = match.start()
         if in_content:
+            if found in self._sets.anchor_marks and self._anchored is not None:
+                return self._anchored.at_mark(self, text, found, at, match.end())
             if found not in self._sets.framing:
                 self._open(found, _CONTENT, at)
         elif found in self._reasoning_closers:
@@ -495,6 +504,9 @@ class StreamParser:
     def _end_envelope(self, closer: str, complete: bool) -> None:
         envelope = self._envelope
         assert envelope is not None
+        if envelope.anchor is not None and self._anchored is not None:
+            self._anchored.ended(self, closer, complete)
+            return
         finished = Envelope(envelope.opener, "".join(envelope.body), closer, complete, envelope.wrapped)
         self._envelope = None
         if envelope.too_long and complete:
@@ -540,6 +552,8 @@ class StreamParser:
             return
         if self._mode == _START:  # an incomplete reasoning opener is text
             self._mode = _REASONING if self._forced else _CONTENT
+        if self._mode in (ANCHOR, TRAILING) and self._anchored is not None:  # a lead that did not complete
+            self._anchored.before_text(self)
         if self._mode == _ENVELOPE:
             assert self._envelope is not None
             self._add_body(self._envelope, carry)
@@ -562,6 +576,8 @@ class StreamParser:
         self._settle_carry()
         if self._messages is not None:
             messages.end_of_output(self)
+        if self._anchored is not None:
+            self._anchored.finish(self)
         if self._mode == _ENVELOPE:
             self._end_envelope("", complete=False)
         if self._mode == _WRAPPER:
@@ -579,4 +595,6 @@ StreamParser.READERS = {
     _WRAPPER: StreamParser._in_wrapper,
     _ENVELOPE: StreamParser._in_envelope,
     **messages.READERS,
+    ANCHOR: lambda parser, text, pos: parser._anchored.read_position(parser, text, pos),  # type: ignore[union-attr]
+    TRAILING: lambda parser, text, pos: parser._anchored.read_trailing(parser, text, pos),  # type: ignore[union-attr]
 }

@@ -1,0 +1,288 @@
+"""Body kind `pythonic`: calls written as Python, `[get_weather(city="Paris"), Calendar.add(day=1)]`
+(Llama 3.2 / 4 pythonic prompts, Granite, inside LFM2), or one call `NAME.call(k=…)` (Llama 3.1
+built-ins, `listed=False, name_suffix=".call"`).
+
+Rules, for every format of this kind:
+- names may be dotted; only keyword arguments; values are literals (`python_literals.literal`:
+  Python or JSON spellings, escapes decoded). A positional argument, a keyword written twice,
+  `*`/`**` unpacking or a value that is not a literal makes that call `invalid_json`; arguments
+  are never mapped positionally onto a schema. `arguments_json` is `json.dumps(arguments)`.
+- a list cut off by the end of the output keeps its complete calls; the rest is `truncated`
+  (the Nemo-list rule); a missing `]` alone is tolerated. `[]` holds no call.
+
+Cost: the scanner looks at each character once (one regex jump per quote, backslash or bracket);
+the grammar (`formats/<grammar>.peg`, rule `call`) reads each call once, each value's text is
+found by one pass (`python_literals.value_end`) and read by `ast.parse` once; the progressive
+streamer walks the body once more and reads each call's text once, when its `)` closes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from parsimonious.exceptions import ParseError
+from parsimonious.nodes import Node
+
+from ..grammar import encodable, load_grammar
+from ..python_literals import literal
+from ..scanning import ScanResult
+from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..types import INVALID_JSON, TRUNCATED
+from ..validation import ToolSet
+
+_SPACE = re.compile(r"[ \t\r\n]*")
+_OUTSIDE = re.compile(r"""["'()\[\]{}]""")
+_IN_STRING = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+
+
+class _Walker:
+    """Brackets and strings of Python text fed in pieces: the depth at each structural character."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote = ""  # inside a string opened by this quote
+        self.escaped = False  # a piece ended with a backslash inside a string
+        self.opened = False  # a bracket was opened
+
+    def walk(self, text: str, pos: int) -> re.Match[str] | None:
+        """The next bracket outside strings in `text[pos:]` (depth updated), or None at the end.
+        (Triple-quoted strings are read as runs of plain ones: the same extent unless they hold
+        an odd number of their own quote character.)"""
+        if self.escaped and pos < len(text):
+            self.escaped = False
+            pos += 1
+        while True:
+            if self.quote:
+                match = _IN_STRING[self.quote].search(text, pos)
+                if match is None:
+                    return None
+                if match.group() == "\\":
+                    if match.end() == len(text):
+                        self.escaped = True
+                        return None
+                    pos = match.end() + 1
+                    continue
+                self.quote = ""
+                pos = match.end()
+                continue
+            match = _OUTSIDE.search(text, pos)
+            if match is None:
+                return None
+            char = match.group()
+            if char in "\"'":
+                self.quote = char
+                pos = match.end()
+                continue
+            if char in "([{":
+                self.depth += 1
+                self.opened = True
+            else:
+                self.depth = max(0, self.depth - 1)
+            return match
+
+
+class BracketScanner:
+    """Ends where the first bracketed group closes (`[…]` of a list, `(…)` of one call), outside
+    Python strings; what follows is the enclosing region's."""
+
+    def __init__(self) -> None:
+        self._walker = _Walker()
+
+    def scan(self, text: str, pos: int) -> ScanResult:
+        walker = self._walker
+        while True:
+            match = walker.walk(text, pos)
+            if match is None:
+                return ScanResult(len(text))
+            pos = match.end()
+            if walker.opened and walker.depth == 0:
+                return ScanResult(pos, pos)
+
+
+def _name(text: str, suffix: str) -> str | None:
+    name = re.sub(r"\s+", "", text)
+    if suffix:
+        if not name.endswith(suffix):
+            return None
+        name = name[: -len(suffix)]
+    return name or None
+
+
+@dataclass(frozen=True)
+class PythonicCalls:
+    """The `pythonic` body kind. `grammar` names `formats/<grammar>.peg` (its `call` rule);
+    `listed`: the calls are in a `[…]` list (else the body is one call); `name_suffix` is taken off
+    each call's name and required (`.call` for Llama 3.1 built-ins); `tag` names the envelope in
+    error messages."""
+
+    grammar: str = "pythonic"
+    tag: str = "the call list"
+    listed: bool = True
+    name_suffix: str = ""
+
+    def scanner(self) -> BracketScanner:
+        return BracketScanner()
+
+    def streamer(self, tools: ToolSet) -> PythonicStreamer:
+        return PythonicStreamer(self)
+
+    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+        body = envelope.body
+        pos = _SPACE.match(body).end()  # type: ignore[union-attr]
+        if pos == len(body):
+            status = INVALID_JSON if envelope.complete else TRUNCATED
+            return [Rejection(status, [f"{self.tag} is empty"])]
+        if self.listed:
+            if not body.startswith("[", pos):
+                return [Rejection(INVALID_JSON, [f"{self.tag} does not start with '['"])]
+            pos = _SPACE.match(body, pos + 1).end()  # type: ignore[union-attr]
+            if body.startswith("]", pos):
+                return []
+        rule = load_grammar(self.grammar)["call"]
+        results: list[CallResult] = []
+        while True:
+            try:
+                node = rule.match(body, pos)
+            except ParseError:
+                if not envelope.complete:
+                    results.append(Rejection(TRUNCATED, [f"the output ended inside {self.tag}"]))
+                else:
+                    results.append(Rejection(INVALID_JSON, [
+                        f"not a call at character {pos}: {body[pos:pos + 30]!r}"]))
+                return results
+            results.append(self.read_call(node))
+            pos = _SPACE.match(body, node.end).end()  # type: ignore[union-attr]
+            if not self.listed or pos == len(body):
+                break
+            if body.startswith(",", pos):
+                pos = _SPACE.match(body, pos + 1).end()  # type: ignore[union-attr]
+                if body.startswith("]", pos):
+                    break
+                if pos == len(body) and not envelope.complete:
+                    break
+                continue
+            if body.startswith("]", pos):
+                break
+            results.append(Rejection(INVALID_JSON, [f"unexpected text after a call at character {pos}: "
+                                                    f"{body[pos:pos + 30]!r}"]))
+            break
+        return results
+
+    def read_call(self, node: Node) -> CallResult:
+        """One call from its `call` node: name and keyword literals, or why it is not a call."""
+        name = _name(node.children[0].text, self.name_suffix)
+        if name is None:
+            return Rejection(INVALID_JSON, [f"{node.children[0].text.strip()!r} is not NAME{self.name_suffix}(…)"])
+        arguments: dict[str, Any] = {}
+        optional = node.children[4]
+        for argument in _arguments(optional.children[0]) if optional.children else []:
+            if argument.expr_name == "py_value":
+                return Rejection(INVALID_JSON, [f"{name}: a positional argument ({argument.text.strip()[:40]!r}); "
+                                                "only keyword arguments are read"], name=name)
+            keyword = argument.children[0].text
+            if keyword in arguments:
+                return Rejection(INVALID_JSON, [f"{name}: the argument {keyword!r} is written twice"], name=name)
+            try:
+                arguments[keyword] = literal(argument.children[4].text)
+            except (ValueError, RecursionError) as error:
+                return Rejection(INVALID_JSON, [f"{name}.{keyword}: {error}"], name=name)
+        arguments_json = json.dumps(arguments, ensure_ascii=False)
+        if not encodable(name) or not encodable(arguments_json):
+            return Rejection(INVALID_JSON, [f"{name}: a lone surrogate (not a Unicode character)"])
+        return ParsedCall(name, arguments, arguments_json)
+
+
+def _arguments(node: Node) -> list[Node]:
+    """The `argument` nodes' choices (keyword_argument or py_value) of an `arguments` node."""
+    first, more, _, _ = node.children
+    return [first.children[0], *(item.children[3].children[0] for item in more.children)]
+
+
+class PythonicStreamer:
+    """Progressive mode: a call's name is sent when its `NAME(` is complete, its arguments when its
+    `)` closes and it reads as a call (exactness first: a literal is not sent half-read)."""
+
+    def __init__(self, kind: PythonicCalls) -> None:
+        self._kind = kind
+        self._level = 1 if kind.listed else 0  # bracket depth at which calls are written
+        self._walker = _Walker()
+        self._between: list[str] = []  # text since the last call (or the start), before a `NAME(`
+        self._call: list[str] = []  # text of the call being written, from its name on
+        self._in_call = False
+        self._k = 0
+
+    def feed(self, body: str) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        walker, level = self._walker, self._level
+        pos = 0
+        while True:
+            before = walker.depth
+            match = walker.walk(body, pos)
+            if match is None:
+                (self._call if self._in_call else self._between).append(body[pos:])
+                return events
+            end = match.end()
+            if not self._in_call and before == level and match.group() == "(":
+                head = "".join(self._between) + body[pos: match.start()]
+                self._between = []
+                cut = max(head.rfind(","), head.rfind("[")) + 1 if level else 0
+                self._in_call = True
+                self._call = [head[cut:], "("]
+                name = _name(head[cut:], self._kind.name_suffix)
+                if name is not None and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", name):
+                    events.append(CallStart(self._k, name))
+            elif self._in_call:
+                self._call.append(body[pos:end])
+                if walker.depth == level:
+                    self._close(events)
+            else:
+                self._between.append(body[pos:end])
+            pos = end
+
+    def _close(self, events: list[StreamEvent]) -> None:
+        text = "".join(self._call)
+        self._in_call = False
+        self._call = []
+        try:
+            node = load_grammar(self._kind.grammar)["call"].match(text.strip())
+            result = self._kind.read_call(node) if node.end == len(text.strip()) else None
+        except (ParseError, RecursionError):
+            result = None
+        if isinstance(result, ParsedCall):
+            events.append(ArgumentsFragment(self._k, result.arguments_json))
+        self._k += 1
+
+
+@dataclass(frozen=True)
+class CodeCall:
+    """Body kind `code_call`: the whole body, trimmed, is one string argument of a fixed tool, running
+    to the end of the output (Llama 3.1's `<|python_tag|>` code: tool `python`, argument `code`)."""
+
+    name: str
+    argument: str
+
+    def scanner(self) -> _ToEnd:
+        return _ToEnd()
+
+    def streamer(self, tools: ToolSet) -> None:
+        return None
+
+    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+        code = envelope.body.strip()
+        if not code:
+            return [Rejection(INVALID_JSON, ["no code after the tag"], name=self.name)]
+        arguments = {self.argument: code}
+        arguments_json = json.dumps(arguments, ensure_ascii=False)
+        if not encodable(arguments_json):
+            return [Rejection(INVALID_JSON, ["a lone surrogate (not a Unicode character)"], name=self.name)]
+        return [ParsedCall(self.name, arguments, arguments_json)]
+
+
+class _ToEnd:
+    """The envelope runs to the end of the output."""
+
+    def scan(self, text: str, pos: int) -> ScanResult:
+        return ScanResult(len(text))

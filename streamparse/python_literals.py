@@ -1,0 +1,117 @@
+"""Python literals as call arguments (pythonic call lists, Llama 3.1 built-ins): where one ends, and its value.
+
+A value is read with the `ast` module, never evaluated: strings (any quotes, escapes decoded),
+numbers, `True`/`False`/`None` and their JSON spellings `true`/`false`/`null`, lists, tuples (as
+lists) and dicts with string keys. Anything else (a name, a call, an expression, `*`/`**`
+unpacking, sets, bytes, a number too large for a double, a lone surrogate, a key written twice)
+is not a literal: `ValueError` saying what it is.
+
+Cost: `value_end` looks at each character of the value once (one regex jump per quote, bracket
+or separator); `literal` is `ast.parse` of the value's text, linear in it.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from typing import Any
+
+from .grammar import encodable
+
+_JSON_NAMES: dict[str, Any] = {"true": True, "false": False, "null": None}
+_OUTSIDE = re.compile(r"""["'()\[\]{},]""")
+_CLOSERS = ")]}"
+
+
+def string_end(text: str, pos: int) -> int | None:
+    """Where the Python string whose quote is at `text[pos]` ends (after its closing quote), or
+    None when the text ends first. Triple quotes are read as such; backslashes escape."""
+    quote = text[pos]
+    closing = quote * 3 if text.startswith(quote * 3, pos) else quote
+    i = pos + len(closing)
+    pattern = re.compile(r"\\|" + re.escape(closing))
+    while True:
+        match = pattern.search(text, i)
+        if match is None:
+            return None
+        if match.group() == "\\":
+            i = match.end() + 1
+            continue
+        return match.end()
+
+
+def value_end(text: str, pos: int) -> int | None:
+    """Where the expression starting at `text[pos]` ends: at the first `,` or closing bracket
+    outside strings and brackets, or the end of the text. None when it is empty or unbalanced."""
+    depth = 0
+    i = pos
+    while True:
+        match = _OUTSIDE.search(text, i)
+        if match is None:
+            end = len(text)
+            break
+        char = match.group()
+        if char in "\"'":
+            after = string_end(text, match.start())
+            if after is None:
+                return None
+            i = after
+        elif char in "([{":
+            depth += 1
+            i = match.end()
+        elif depth == 0:
+            end = match.start()
+            break
+        elif char == ",":
+            i = match.end()
+        else:
+            depth -= 1
+            i = match.end()
+    return end if depth == 0 and text[pos:end].strip() else None
+
+
+def literal(text: str) -> Any:
+    """The value of a Python (or JSON-spelled) literal; `ValueError` when it is not one."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, MemoryError) as error:
+        raise ValueError(f"not a Python literal: {getattr(error, 'msg', error)}") from None
+    return _value(tree.body)
+
+
+def _value(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if value is None or isinstance(value, (bool, int)):
+            return value
+        if isinstance(value, str):
+            if not encodable(value):
+                raise ValueError("a lone surrogate (not a Unicode character) in a string")
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError("a number too large for a double")
+            return value
+        raise ValueError(f"a {type(value).__name__} is not a JSON value")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
+            and isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float):
+        number = _value(node.operand)
+        return -number if isinstance(node.op, ast.USub) else number
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_value(item) for item in node.elts]
+    if isinstance(node, ast.Dict):
+        out: dict[str, Any] = {}
+        for key_node, value_node in zip(node.keys, node.values, strict=True):
+            if key_node is None:
+                raise ValueError("** unpacking is not a literal")
+            key = _value(key_node)
+            if not isinstance(key, str):
+                raise ValueError(f"a dict key must be a string, got {type(key).__name__}")
+            if key in out:
+                raise ValueError(f"duplicate key {key[:60]!r}")
+            out[key] = _value(value_node)
+        return out
+    if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
+        return _JSON_NAMES[node.id]
+    raise ValueError(f"not a literal: {type(node).__name__.lower()} {ast.unparse(node)[:40]!r}")

@@ -1,0 +1,169 @@
+"""pythonic (Llama 3.2 / 4 pythonic prompts, Granite; the `pythonic` body kind lfm2 reads too): the spec,
+as FORMATS.md and decisions 19-21 state it.
+
+No real template renders this format; the values are those the LFM2.5 renders show. Every example is
+checked with `parse`, and streamed one character at a time in both emit modes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import assert_stream_matches, ids, run_stream
+from hypothesis import given
+from hypothesis import strategies as st
+
+import streamparse
+from streamparse import Message, StreamParser, Token
+from streamparse.bodies.pythonic import PythonicCalls, PythonicStreamer
+from streamparse.spec import ArgumentsFragment, CallStart, Envelope
+from streamparse.validation import ToolSet
+
+FMT = "pythonic"
+
+
+def read(text: str, **options: object) -> Message:
+    parsed = streamparse.parse(text, FMT, id_factory=ids, **options)  # type: ignore[arg-type]
+    for emit in ("validated", "progressive"):
+        folded, streamed = run_stream(list(text), format=FMT, emit_calls=emit, id_factory=ids, **options)
+        assert streamed == parsed
+        assert_stream_matches(folded, parsed)
+    return parsed
+
+
+def calls(message: Message) -> list[tuple[str, dict[str, object]]]:
+    return [(c.name, c.arguments) for c in message.tool_calls]
+
+
+def test_a_list_of_calls_with_dotted_names() -> None:
+    message = read('[get_weather(location="Paris, France", unit="celsius"), Calendar.create_event(title=\'Sync\')]')
+    assert calls(message) == [("get_weather", {"location": "Paris, France", "unit": "celsius"}),
+                              ("Calendar.create_event", {"title": "Sync"})]
+    assert message.tool_calls[0].arguments_json == '{"location": "Paris, France", "unit": "celsius"}'
+
+
+def test_lfm25_values_python_and_json_literals() -> None:
+    text = ("[create_event(title='Team \"sync\" — Q3', duration_minutes=45, all_day=False, priority=0.75, "
+            "location=None, attendees=[{'name': 'Zoë', 'optional': False}], metadata={\"ok\": true, \"n\": null}, "
+            "neg=-3, empty={})]")
+    assert calls(read(text)) == [("create_event", {
+        "title": 'Team "sync" — Q3', "duration_minutes": 45, "all_day": False, "priority": 0.75, "location": None,
+        "attendees": [{"name": "Zoë", "optional": False}], "metadata": {"ok": True, "n": None}, "neg": -3,
+        "empty": {}})]
+
+
+def test_escapes_are_decoded_and_strings_may_hold_brackets() -> None:
+    text = '[f(a="x\\ny\\t\\"q\\"", b=' + "'it\\'s ] ) [g('" + ")]"
+    assert text == '[f(a="x\\ny\\t\\"q\\"", b=\'it\\\'s ] ) [g(\')]'
+    assert calls(read(text)) == [("f", {"a": 'x\ny\t"q"', "b": "it's ] ) [g("})]
+
+
+def test_no_arguments_and_a_trailing_comma() -> None:
+    assert calls(read("[list_calendars()]")) == [("list_calendars", {})]
+    assert calls(read("[f(a=1,), g(),]")) == [("f", {"a": 1}), ("g", {})]
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ('[f("Paris")]', "positional"), ("[f(a=1, a=2)]", "twice"), ("[f(*args)]", "positional"),
+    ("[f(**kw)]", "positional"), ("[f(a=g())]", "not a literal"), ("[f(a=x)]", "not a literal"),
+    ("[f(a=1+2)]", "not a literal"), ("[f(a={1, 2})]", "not a literal"), ("[f(a={1: 2})]", "key"),
+    ("[f(a=1e999)]", "double"), ("[f(a=b'x')]", "bytes"),
+])
+def test_decision_19_what_is_not_keyword_literals_rejects_that_call(text: str, why: str) -> None:
+    message = read(text.replace("]", ", ok(x=1)]"))
+    assert calls(message) == [("ok", {"x": 1})]
+    assert [r.status for r in message.rejected] == ["invalid_json"] and why in message.rejected[0].errors[0]
+
+
+def test_decision_20_a_list_must_end_the_output() -> None:
+    message = read("Let me check.\n[get_time(timezone='UTC')]  \n")
+    assert message.content == "Let me check." and calls(message) == [("get_time", {"timezone": "UTC"})]
+    for prose in ["see [f(x)] below", "[f(a=1)] and more", "[link](url) text", "a [b] c", "[]", "[ f (",
+                  "call [f(a=1)]!"]:
+        parsed = read(prose)
+        if prose != "[ f (":
+            assert parsed.content == prose and parsed.tool_calls == [] and parsed.rejected == []
+    later = read("see [f(a=1)] below, then [g(b=2)]")
+    assert later.content == "see [f(a=1)] below, then" and calls(later) == [("g", {"b": 2})]
+
+
+def test_decision_21_an_unclosed_list_keeps_its_complete_calls() -> None:
+    message = read("[f(a=1), g(b='x")
+    assert calls(message) == [("f", {"a": 1})] and [r.status for r in message.rejected] == ["truncated"]
+    assert calls(read("[f(a=1), g(b=2)")) == [("f", {"a": 1}), ("g", {"b": 2})]
+    assert calls(read("[f(a=1),")) == [("f", {"a": 1})]
+
+
+def test_llama4_python_start_and_end_are_framing() -> None:
+    message = read("<|python_start|>[f(a=1)]<|python_end|>")
+    assert calls(message) == [("f", {"a": 1})] and message.content == ""
+
+
+def test_unknown_tools_and_schemas_are_checked() -> None:
+    tools = [{"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}]
+    message = read("[f(a='x'), h()]", tools=tools)
+    assert [r.status for r in message.rejected] == ["schema_violation", "unknown_tool"]
+
+
+def test_a_list_held_back_is_at_most_its_lead() -> None:
+    parser = StreamParser(FMT)
+    text = "Look: [link](https://example.com) and more"
+    out = ""
+    for char in text:
+        out += "".join(d.content for d in parser.feed(char))
+        assert parser.held_back <= len("[link]")
+    out += "".join(d.content for d in parser.close())
+    assert out == text
+
+
+def test_token_aware_mode() -> None:
+    tokens = [Token("<|python_start|>", special=True), Token("[f(a"), Token("=1)]"),
+              Token("<|python_end|>", special=True)]
+    assert calls(streamparse.parse(tokens, FMT, special_tokens="require")) == [("f", {"a": 1})]
+
+
+# ----------------------------------------------------------------- the kind's progressive streamer (lfm2 uses it)
+
+def _stream(kind: PythonicCalls, body: str, sizes: list[int]) -> list[object]:
+    streamer = PythonicStreamer(kind)
+    events: list[object] = []
+    pos = k = 0
+    while pos < len(body):
+        step = sizes[k % len(sizes)]
+        events += streamer.feed(body[pos:pos + step])
+        pos, k = pos + step, k + 1
+    return events
+
+
+@given(sizes=st.lists(st.integers(1, 7), min_size=1, max_size=5))
+def test_streamer_sends_each_name_then_its_arguments_exactly(sizes: list[int]) -> None:
+    body = "[get_weather(location='Paris, (FR)', days=[1, 2]), Calendar.add(x={\"a\": \"]\"}), bad(1), g()]"
+    kind = PythonicCalls()
+    events = _stream(kind, body, sizes)
+    final = kind.parse(Envelope("", body, "", True, False), ToolSet(None))
+    assert [e for e in events if isinstance(e, CallStart)] == [
+        CallStart(0, "get_weather"), CallStart(1, "Calendar.add"), CallStart(2, "bad"), CallStart(3, "g")]
+    fragments = {e.k: e.text for e in events if isinstance(e, ArgumentsFragment)}
+    assert fragments == {k: c.arguments_json for k, c in enumerate(final) if hasattr(c, "arguments_json")}
+    assert json.loads(fragments[1]) == {"x": {"a": "]"}}
+
+
+@given(sizes=st.lists(st.integers(1, 5), min_size=1, max_size=4))
+def test_streamer_of_one_builtin_call(sizes: list[int]) -> None:
+    kind = PythonicCalls(listed=False, name_suffix=".call")
+    events = _stream(kind, 'brave_search.call(query="a)b")', sizes)
+    assert events == [CallStart(0, "brave_search"), ArgumentsFragment(0, '{"query": "a)b"}')]
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("float('nan')", "not a literal"), ("1e999", "double"), ('"x\\ud800y"', "surrogate"),
+    ("{'k': 1, 'k': 2}", "duplicate"),
+    ("[" * 5000 + "]" * 5000, ""), ("NaN", "not a literal"), ("-Infinity", "not a literal"),
+])
+def test_arguments_are_strict_json_values(value: str, why: str) -> None:
+    message = read(f"[f(a={value}), ok()]")
+    assert [c.name for c in message.tool_calls] == ["ok"]
+    assert [r.status for r in message.rejected] == ["invalid_json"] and why in message.rejected[0].errors[0]
+    for call in message.tool_calls:
+        assert json.loads(call.arguments_json) == call.arguments
