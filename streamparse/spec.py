@@ -171,6 +171,16 @@ class FormatSpec:
     # Markers that are framing wherever they occur in content and are dropped (Command R7B's
     # `<|START_RESPONSE|>` / `<|END_RESPONSE|>`): content is the text around them, joined.
     framing: tuple[str, ...] = ()
+    # An opening and a closing marker around the answer that are framing only when the opener
+    # directly follows the reasoning block (after optional whitespace): Granite 3's
+    # `<think>…</think><response>…</response>`. The first closer after such an opener is framing
+    # too, and may be missing at the end. Anywhere else both are content.
+    framing_after_reasoning: tuple[str, str] | None = None
+    # With `thinking_forced_open`, the output is reasoning only if it closes the reasoning block: one
+    # that never writes the closer is the answer, content (Nemotron v2's template writes a turn
+    # without reasoning as bare text after its `<think>⏎` prompt). The cost: forced-open reasoning is
+    # held back, not streamed, until its closer arrives (or the end makes it content).
+    forced_reasoning_needs_closer: bool = False
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed)."""
@@ -194,4 +204,5 @@ class FormatSpec:
         for wrapper in self.wrappers:
             out += [*wrapper.openers, *wrapper.closers]
         out += self.framing
+        out += self.framing_after_reasoning or ()
         return tuple(dict.fromkeys(out))
