@@ -58,7 +58,8 @@ def test_an_empty_plan_is_no_reasoning_and_render_writes_the_template_s_action()
 
 def test_ids_missing_numeric_or_late() -> None:
     # Decision 26: a missing id is generated; a numeric one is kept as its JSON text.
-    msg = both_modes(action('{"tool_name": "f", "parameters": {}}', '{"tool_call_id": 7, "tool_name": "g", "parameters": {}}',
+    msg = both_modes(action('{"tool_name": "f", "parameters": {}}',
+                            '{"tool_call_id": 7, "tool_name": "g", "parameters": {}}',
                             '{"tool_call_id": null, "tool_name": "h", "parameters": {}}'))
     assert [(c.name, c.id) for c in msg.tool_calls] == [("f", "call_0"), ("g", "7"), ("h", "call_2")]
     # An id after the parameters: the call starts (id and name sent) only once the id is read.

@@ -110,7 +110,8 @@ def test_an_unclosed_list_keeps_its_complete_calls_and_the_rest_is_truncated() -
     assert named(msg) == [("f", {}), ("g", {})] and msg.rejected == []
     msg = both_modes('<|tool_call|>[{"name": "f", "arguments": {}}, {"name": "g", "argu')
     assert named(msg) == [("f", {})]
-    assert [(r.status, r.errors) for r in msg.rejected] == [("truncated", ["$[1]: the output ended inside the call list"])]
+    assert [(r.status, r.errors) for r in msg.rejected] == [
+        ("truncated", ["$[1]: the output ended inside the call list"])]
     assert [r.status for r in both_modes("Hi <|tool_call|>").rejected] == ["truncated"]
 
 

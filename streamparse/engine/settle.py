@@ -99,8 +99,8 @@ class Settler:
         """The model's id when it wrote one not used before in this message, else a generated one.
 
         Every model-written id that is read counts as used, whatever becomes of its call (except in
-        an envelope rejected `too_long`, which is not read), so both emit modes decide alike (progressive mode decides when a call starts, validated mode when
-        it settles, in the same order)."""
+        an envelope rejected `too_long`, which is not read), so both emit modes decide alike
+        (progressive mode decides when a call starts, validated mode when it settles, in the same order)."""
         if written is not None and written not in self._ids_used:
             self._ids_used.add(written)
             return written

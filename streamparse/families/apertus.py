@@ -16,7 +16,8 @@ END = "<|assistant_end|>"  # the end of the assistant turn, when a server leaves
 
 
 def render(message: Message) -> str:
-    """The message as Apertus writes it: `<|inner_prefix|>R<|inner_suffix|>C<|tools_prefix|>[{"NAME": {…}}, …]<|tools_suffix|>`."""
+    """The message as Apertus writes it:
+    `<|inner_prefix|>R<|inner_suffix|>C<|tools_prefix|>[{"NAME": {…}}, …]<|tools_suffix|>`."""
     out = f"{THINK[0]}{message.reasoning}{THINK[1]}" if message.reasoning else ""
     out += message.content
     if message.tool_calls:
