@@ -15,18 +15,19 @@ RESPONSE = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
 
 
 def render(message: Message) -> str:
-    """The message as Command R7B writes it: the plan, the action list (laid out as its template
-    lays it out), then the response. (Before an action the template also writes an empty plan,
-    `<|START_THINKING|><|END_THINKING|>`, which reads as no reasoning; it is left out here.)"""
+    """The message as Command R7B writes it: the plan, the response, then the action list (laid out
+    as its template lays it out; the template writes a turn's response or its action, and content
+    goes before calls here as in every format). Before an action the template also writes an empty
+    plan, `<|START_THINKING|><|END_THINKING|>`, which reads as no reasoning; it is left out here."""
     out = f"{THINK[0]}{message.reasoning}{THINK[1]}" if message.reasoning else ""
+    if message.content:
+        out += f"{RESPONSE[0]}{message.content}{RESPONSE[1]}"
     if message.tool_calls:
         items = ",\n".join(
             "    " + json.dumps({"tool_call_id": call.id or str(i), "tool_name": call.name,
                                  "parameters": call.arguments}, ensure_ascii=False)
             for i, call in enumerate(message.tool_calls))
         out += f"{OPENER}[\n{items}\n]{CLOSER}"
-    if message.content:
-        out += f"{RESPONSE[0]}{message.content}{RESPONSE[1]}"
     return out
 
 
