@@ -77,8 +77,10 @@ def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:
     return f"arguments must be a JSON object, got {type(value).__name__}"
 
 
-def call_from_members(members: list[tuple[str, Any, str]]) -> CallResult:
-    """A call from the members of its JSON object: `(key, value, raw value text)` in order.
+def call_from_members(members: list[tuple[str, Any, str]], name_keys: tuple[str, ...] = ("name",),
+                      argument_keys: tuple[str, ...] = ARGUMENT_KEYS) -> CallResult:
+    """A call from the members of its JSON object: `(key, value, raw value text)` in order. The
+    name is the first member under one of `name_keys`, the arguments the one under `argument_keys`.
 
     A member written twice rejects the call: which one the model meant is unclear, and a stream
     that already sent the first could not take it back."""
@@ -87,11 +89,11 @@ def call_from_members(members: list[tuple[str, Any, str]]) -> CallResult:
         seen: set[str] = set()
         twice = next(key for key, _, _ in members if key in seen or seen.add(key))  # type: ignore[func-returns-value]
         return Rejection(INVALID_JSON, [f"$.{twice}: the member is written twice"])
-    name = fields.get("name", (None, ""))[0]
+    name = next((value for key, value, _ in members if key in name_keys), None)
     if not isinstance(name, str) or not name.strip():
-        return Rejection(INVALID_JSON, ['$.name: the call object has no "name" string'])
+        return Rejection(INVALID_JSON, [f'$.{name_keys[0]}: the call object has no "{name_keys[0]}" string'])
     call_id = fields.get("id", (None, ""))[0]
-    key = next((k for k in ARGUMENT_KEYS if k in fields), None)
+    key = next((k for k in argument_keys if k in fields), None)
     if key is None:
         arguments: tuple[dict[str, Any], str] | str = ({}, "{}")
     else:

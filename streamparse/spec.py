@@ -254,6 +254,16 @@ class FormatSpec:
     # Call envelopes recognised by position and pattern rather than by an opening delimiter
     # (Llama 3 JSON calls at the start of the output, pythonic `[NAME(…)]` lists): `AnchorSpec`.
     anchors: tuple[AnchorSpec, ...] = ()
+    # An opening and a closing marker around the answer that are framing only when the opener
+    # directly follows the reasoning block (after optional whitespace): Granite 3's
+    # `<think>…</think><response>…</response>`. The first closer after such an opener is framing
+    # too, and may be missing at the end. Anywhere else both are content.
+    framing_after_reasoning: tuple[str, str] | None = None
+    # With `thinking_forced_open`, the output is reasoning only if it closes the reasoning block: one
+    # that never writes the closer is the answer, content (Nemotron v2's template writes a turn
+    # without reasoning as bare text after its `<think>⏎` prompt). The cost: forced-open reasoning is
+    # held back, not streamed, until its closer arrives (or the end makes it content).
+    forced_reasoning_needs_closer: bool = False
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
@@ -285,6 +295,7 @@ class FormatSpec:
             out += self.messages.delimiters
         for anchor in self.anchors:
             out += anchor.after
+        out += self.framing_after_reasoning or ()
         return tuple(dict.fromkeys(out))
 
     @property

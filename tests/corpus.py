@@ -36,10 +36,20 @@ def fixture_rows() -> list[Row]:
         tools = json.loads((folder / "tools.json").read_text(encoding="utf-8"))
         for path in sorted(folder.glob("*.txt")):
             rows.append(Row(f"{fmt}/{path.name}", fmt, path.read_text(encoding="utf-8"), tools))
-            # The same output cut short: a truncated call, the malformed row every corpus has.
+            # The same output cut short inside its last call: a truncated call, the malformed row every
+            # corpus has (at two thirds when it has no call).
             text = path.read_text(encoding="utf-8")
-            rows.append(Row(f"{fmt}/{path.name}[:2/3]", fmt, text[: len(text) * 2 // 3], tools))
+            rows.append(Row(f"{fmt}/{path.name}[cut]", fmt, text[: _cut_inside_last_call(text, fmt)], tools))
     return rows
+
+
+def _cut_inside_last_call(text: str, fmt: str) -> int:
+    calls = streamparse.parse(text, fmt).tool_calls
+    if not calls:
+        return len(text) * 2 // 3
+    raw = calls[-1].raw
+    start = text.rfind(raw)
+    return start + len(raw) // 2 if start >= 0 else len(text) * 2 // 3
 
 
 def case_rows() -> list[Row]:

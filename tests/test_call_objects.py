@@ -50,3 +50,39 @@ def test_the_two_progressive_cases_of_the_issue() -> None:
             assert "".join(p.arguments for p in pieces if p.index == i) == call.arguments_json
     assert [r.status for r in streamparse.parse(both).rejected] == ["invalid_json"]
     assert streamparse.parse(late_id, id_factory=lambda n: f"call_{n}").tool_calls[0].id == "call_0"
+
+
+# Formats whose envelope holds a JSON list of call objects, with their key maps.
+LIST_MEMBERS = {
+    "granite": MEMBERS,
+    "nemotron": MEMBERS,
+    "command_r7b": [("tool_name", '"f"'), ("tool_name", '"g"'), ("parameters", '{"a": 1, "s": "x]y"}'),
+                    ("arguments", '{"b": [2]}'), ("parameters", '"{\\"c\\": 3}"'), ("tool_call_id", '"0"'),
+                    ("tool_call_id", "7"), ("tool_call_id", "null"), ("tool_call_id", '"0"'), ("name", '"h"'),
+                    ("parameters", "[1]")],
+    "apertus": [("f", '{"a": 1}'), ("g", '{"s": "}]"}'), ("f", '"{\\"c\\": 3}"'), ("g", "3"), ("f", "{}")],
+}
+LIST_WRAP = {"granite": ("<|tool_call|>", ""), "nemotron": ("<TOOLCALL>", "</TOOLCALL>"),
+             "command_r7b": ("<|START_ACTION|>", "<|END_ACTION|>"), "apertus": ("<|tools_prefix|>", "<|tools_suffix|>")}
+
+
+@st.composite
+def call_lists(draw: st.DrawFn, fmt: str) -> str:
+    opener, closer = LIST_WRAP[fmt]
+    objects = []
+    for _ in range(draw(st.integers(0, 3))):
+        members = draw(st.lists(st.sampled_from(LIST_MEMBERS[fmt]), min_size=0, max_size=4))
+        spaces = draw(st.sampled_from(["", " ", "\n    "]))
+        objects.append("{" + spaces + ("," + spaces).join(f'"{k}": {v}' for k, v in members) + spaces + "}")
+    objects += draw(st.lists(st.sampled_from(['"x"', "[]", "{", "5"]), max_size=1))
+    body = draw(st.sampled_from([", ", ",\n    ", " "])).join(objects)
+    if draw(st.booleans()) or len(objects) != 1:
+        body = "[" + body + draw(st.sampled_from(["]", "]", "", "] tail"]))
+    return opener + body + draw(st.sampled_from([closer, closer, "", " after"]))
+
+
+@given(st.data(), st.sampled_from(sorted(LIST_WRAP)), st.sampled_from([None, TOOLS]))
+def test_every_call_list_streams_exactly_what_parse_reads(data: st.DataObject, fmt: str, tools: object) -> None:
+    envelopes = data.draw(st.lists(call_lists(fmt), min_size=1, max_size=3))
+    text = "Calling." + "\n".join(envelopes)
+    assert_every_mode_agrees(data, text, fmt, tools)

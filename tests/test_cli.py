@@ -74,7 +74,8 @@ def test_formats_detect_and_demo() -> None:
     assert run("detect", str(template)).stdout.strip() == "hermes"
     demo = run("demo", "--delay", "0")
     assert demo.returncode == 0 and '"tool_calls"' in demo.stdout and "final message" in demo.stdout
-    for fmt in ("qwen3_coder", "deepseek_r1", "deepseek_v3_1", "deepseek_v3_2", "mistral"):
+    for fmt in ("qwen3_coder", "deepseek_r1", "deepseek_v3_1", "deepseek_v3_2", "mistral", "granite", "nemotron",
+                "command_r7b", "apertus"):
         demo = run("demo", "--format", fmt, "--delay", "0")
         assert demo.returncode == 0 and '"tool_calls"' in demo.stdout, (fmt, demo.stderr)
 

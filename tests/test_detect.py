@@ -77,6 +77,23 @@ def test_thinking_forced_open_matches_every_real_prompt(cases_file: str) -> None
         assert checked == len(cases)
 
 
+@shared
+@pytest.mark.parametrize("cases_file", ["cases_more.json"])
+def test_thinking_forced_open_matches_the_second_wave_prompts(cases_file: str) -> None:
+    """The same on the second wave's cases, for the formats registered so far."""
+    path = TEMPLATES / cases_file
+    if not path.exists():
+        pytest.skip(f"{cases_file} is not in ../shared/templates")
+    checked = 0
+    for case in json.loads(path.read_text()):
+        if case["format"] in streamparse.formats():
+            assert thinking_forced_open(case["prompt_tail"], case["format"]) == case["thinking_forced_open"], \
+                (case["template"], case["case"])
+            checked += 1
+    if not checked:
+        pytest.skip(f"no format of {cases_file} is registered yet")
+
+
 def test_tokenizer_config_dict_and_file(tmp_path: Path) -> None:
     config = {"chat_template": [{"name": "default", "template": "<|im_start|>"},
                                 {"name": "tool_use", "template": HERMES_TEMPLATE}]}

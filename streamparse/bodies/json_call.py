@@ -1,36 +1,45 @@
-"""Body kind `json_call`: one JSON call object `{"name": …, "arguments": {…}}` (Hermes; the elements
-of Mistral Nemo lists), ending at a closer written outside JSON strings.
+"""Body kind `json_call`: JSON call objects `{"name": …, "arguments": {…}}`, one per envelope
+(Hermes) or a JSON list of them (Granite 3, Nemotron v2, Command R7B, Apertus), ending at a closer
+written outside JSON strings, or where the JSON value ends.
 
 Read once while it streams: the scanner (`JsonAwareScanner`) finds the end, jumping between
 quotes, backslashes and brackets and skipping complete values with the C decoder; in progressive
-mode `JsonObjectCallStreamer` walks the same text once more, for the name and the arguments text;
-the grammar (`formats/<grammar>.peg` around the shared `json_call_object` fragment) reads the
-finished body, with a C-decoder fast path for the plain object.
+mode `JsonObjectCallStreamer` walks the same text once more, for the names, ids and arguments
+text; the grammar (`formats/<grammar>.peg` around the shared `json_call_object` fragment, and
+`json_call_list` for lists) reads the finished body, with a C-decoder fast path for plain objects.
 
 Call-object rules, for every format of this kind:
 - `parameters` is accepted for `arguments`; no arguments key means `{}`; a JSON string holding an
   object is accepted. A member written twice, or both `arguments` and `parameters`, rejects the
   call `invalid_json`: which one the model meant is unclear, and a stream that already sent one
   could not take it back.
-- A call id is read only from the keys the format declares (`id_keys`): Hermes declares none (its
-  wire format has no ids), so an `"id"` member there is an ordinary extra member, ignored, and the
-  progressive stream and `parse()` give the same generated id.
+- Which members hold what is declared: `name_keys` (Command R7B: `tool_name`), `argument_keys`,
+  and `id_keys`. A call id is read only from the declared keys: Hermes declares none (its wire
+  format has no ids), so an `"id"` member there is an ordinary extra member, ignored, and the
+  progressive stream and `parse()` give the same generated id. With `numeric_ids`, a number under
+  an id key is the id, as its JSON text (`7` → `"7"`); any other non-string id is no id.
+- `named_by_key`: a call object is `{"NAME": {arguments}}` (Apertus): exactly one member, whose key
+  names the tool; anything else is `invalid_json` for that element.
+- `call_list`: the body is a JSON list of call objects (a bare call object is a list of one),
+  read element by element, each element a call or a rejection on its own. The calls before a
+  broken or cut-off element are kept and the rest of the list is one rejection (`truncated` when
+  the output ended inside the envelope); a missing `]` after complete elements is tolerated.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..calls import ARGUMENT_KEYS, call_from_members, json_problem, object_members
-from ..grammar import ValueNode, load_grammar
+from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
+from ..grammar import DECODER, ValueNode, load_grammar, strict_loads
 from ..scanning import JsonAwareScanner
-from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, Rejection, StreamEvent
+from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -76,33 +85,96 @@ class _BodyVisitor(CallObjectVisitor):
         return children[1]
 
 
+class _ListVisitor(CallObjectVisitor):
+    """`list_item = json_ws element json_ws` of `formats/json_call_list.peg`: an element is a call
+    object's members, or a `ValueNode` when it is some other JSON value."""
+
+    def visit_list_item(self, node: Node, children: list[Any]) -> Any:
+        return children[1]
+
+    def visit_element(self, node: Node, children: list[Any]) -> Any:
+        return children[0]
+
+
 _VISITOR = _BodyVisitor()
+_LIST_VISITOR = _ListVisitor()
+_JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-def call_of(members: list[Member], id_keys: tuple[str, ...]) -> CallResult:
+def written_id(written: tuple[Any, str] | None, numeric_ids: bool) -> str | None:
+    """The id a model wrote, from the decoded value and raw text of its id member: a non-blank
+    string, or with `numeric_ids` a number as its JSON text; anything else is no id."""
+    if written is None:
+        return None
+    value, raw = written
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if numeric_ids and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return raw
+    return None
+
+
+def call_of(members: list[Member], id_keys: tuple[str, ...], name_keys: tuple[str, ...] = ("name",),
+            argument_keys: tuple[str, ...] = ARGUMENT_KEYS, numeric_ids: bool = False) -> CallResult:
     """A call from the members of its object, by the rules above. A rejected call that has a name
     keeps the model's id too, so that ids stay unique the same way in both emit modes."""
-    call_id = next((v for k, v, _ in members if k in id_keys), None) if id_keys else None
-    call_id = call_id if isinstance(call_id, str) and call_id.strip() else None
-    present = [key for key in ARGUMENT_KEYS if any(k == key for k, _, _ in members)]
+    written = next(((v, raw) for k, v, raw in members if k in id_keys), None) if id_keys else None
+    call_id = written_id(written, numeric_ids)
+    present = [key for key in argument_keys if any(k == key for k, _, _ in members)]
     if len(present) > 1:
         result: CallResult = Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and "
                                                       f"{present[1]!r}; which one holds the arguments is unclear"])
     else:
-        result = call_from_members(members)
+        result = call_from_members(members, name_keys, argument_keys)
     if isinstance(result, Rejection):
-        name = next((v for k, v, _ in members if k == "name"), None)
+        name = next((v for k, v, _ in members if k in name_keys), None)
         named = isinstance(name, str) and bool(name.strip())
         return replace(result, id=call_id) if named and call_id is not None else result
     return result if result.id == call_id else replace(result, id=call_id)
 
 
+def call_named_by_key(members: list[Member]) -> CallResult:
+    """A call object `{"NAME": {arguments}}`: exactly one member, whose key is the tool name."""
+    if len(members) != 1:
+        return Rejection(INVALID_JSON, [f"$: a call object must have exactly one member, the tool name with the "
+                                        f"arguments object as its value; this one has {len(members)}"])
+    name, value, raw = members[0]
+    if not name.strip():
+        return Rejection(INVALID_JSON, ["$: the tool name (the call object's key) is empty"])
+    arguments = arguments_of(value, raw)
+    if isinstance(arguments, str):
+        return Rejection(INVALID_JSON, [f"$.{name}: {arguments}"], name=name.strip())
+    return ParsedCall(name, arguments[0], arguments[1])
+
+
+def _at(path: str, result: CallResult) -> CallResult:
+    """A rejection's JSON paths, which start at its call object, made relative to the list."""
+    if path == "$" or not isinstance(result, Rejection):
+        return result
+    return replace(result, errors=[path + error[1:] if error.startswith("$") else error for error in result.errors])
+
+
+def _json_error(body: str, start: int) -> str:
+    """Why the JSON value at `body[start:]` does not decode, at a position relative to its start."""
+    try:
+        DECODER.raw_decode(body, start)
+    except json.JSONDecodeError as error:
+        return f"not valid JSON: {error.msg} (character {error.pos - start} of it)"
+    except RecursionError:
+        return "not valid JSON: nested too deeply"
+    except ValueError as error:
+        return f"not valid JSON: {error}"
+    return "not valid JSON"
+
+
 @dataclass(frozen=True)
 class JsonCall:
-    """The `json_call` body kind: one call object, ended by a closer outside JSON strings.
+    """The `json_call` body kind: one call object, or a list of them, ended by a closer outside
+    JSON strings (or where the JSON value ends).
 
-    `grammar` names `formats/<grammar>.peg`, whose `body` rule reads the object (and any tolerated
-    framing, such as Qwen 2.5's doubled braces); `tag` names the envelope in error messages."""
+    `grammar` names `formats/<grammar>.peg`, whose `body` rule reads one object (and any tolerated
+    framing, such as Qwen 2.5's doubled braces), or, with `call_list`, whose `list_open` and
+    `list_item` rules read a list one element at a time; `tag` names the envelope in error messages."""
 
     grammar: str
     closers: tuple[str, ...]
@@ -113,12 +185,17 @@ class JsonCall:
     # When set, an object with any other key, or whose "name" is not a string, is not a call: `parse`
     # returns no result (an anchored envelope is then content: Llama 3's JSON answers).
     call_keys: tuple[str, ...] = ()
+    call_list: bool = False  # the body is a JSON list of call objects (a bare object is a list of one)
+    name_keys: tuple[str, ...] = ("name",)  # the member naming the tool
+    argument_keys: tuple[str, ...] = ARGUMENT_KEYS  # the member holding the arguments (one of them)
+    numeric_ids: bool = False  # a number under an id key is the id, as its JSON text
+    named_by_key: bool = False  # a call object is {"NAME": {arguments}}: its one key names the tool
 
     def scanner(self) -> JsonAwareScanner:
         return JsonAwareScanner(self.closers, self.stops, self.end_at_value)
 
     def streamer(self, tools: ToolSet) -> JsonObjectCallStreamer:
-        return JsonObjectCallStreamer(tools)
+        return JsonObjectCallStreamer(tools, self)
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
@@ -126,11 +203,13 @@ class JsonCall:
             if not envelope.complete:
                 return [Rejection(TRUNCATED, [f"the output ended right after {self.tag}"])]
             return [Rejection(INVALID_JSON, [f"empty {self.tag} envelope"])]
+        if self.call_list:
+            return self._read_list(body, envelope.complete)
         # Fast path for the common case, one plain object; the grammar reads everything else.
         start = len(body) - len(body.lstrip(_JSON_SPACE))
         found = object_members(body, start)
         if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
-            return self._call(found[0])
+            return self._calls(found[0])
         try:
             tree = load_grammar(self.grammar).parse(body)
         except ParseError as error:
@@ -139,49 +218,161 @@ class JsonCall:
             pos = error.pos
             problem = json_problem(body, pos) or f"unexpected text at character {pos}: {body[pos:pos + 20]!r}"
             return [Rejection(INVALID_JSON, [f"not one JSON call object: {problem}"])]
-        return self._call(_VISITOR.visit(tree))
+        return self._calls(_VISITOR.visit(tree))
 
-    def _call(self, members: list[Member]) -> list[CallResult]:
+    def _calls(self, members: list[Member]) -> list[CallResult]:
+        """The call of one object; none when `call_keys` says the object is not a call at all."""
         if self.call_keys and (any(key not in self.call_keys for key, _, _ in members)
-                               or not any(key == "name" and isinstance(value, str) for key, value, _ in members)):
+                               or not any(key in self.name_keys and isinstance(value, str)
+                                          for key, value, _ in members)):
             return []
-        return [call_of(members, self.id_keys)]
+        return [self.call(members)]
+
+    def call(self, members: list[Member]) -> CallResult:
+        """The call one call object's members make, by the format's key map."""
+        if self.named_by_key:
+            return call_named_by_key(members)
+        return call_of(members, self.id_keys, self.name_keys, self.argument_keys, self.numeric_ids)
+
+    def _read_list(self, body: str, complete: bool) -> list[CallResult]:
+        """A list of call objects, one element at a time: each element is a call or a rejection on
+        its own; the calls before a broken or cut-off element are kept, and the rest of the list is
+        one rejection. Cost: each element is decoded once (C decoder; the grammar only for the
+        elements that are not plain objects)."""
+        grammar = load_grammar(self.grammar)
+        try:
+            pos = grammar["list_open"].match(body).end
+            listed = True
+        except ParseError:  # a bare call object: a list of one
+            pos, listed = 0, False
+        results: list[CallResult] = []
+        item_at = pos
+        closed = broken = False
+        while True:
+            if listed and not results:
+                after = _skip_space(body, pos)
+                if body.startswith("]", after):
+                    pos, closed = after + 1, True
+                    break
+            path = f"$[{len(results)}]" if listed else "$"
+            start = _skip_space(body, item_at)
+            found = object_members(body, start)
+            if found is not None:
+                element: Any = found[0]
+                end = _skip_space(body, found[1])
+            else:
+                try:
+                    item = grammar["list_item"].match(body, item_at)
+                except (ParseError, RecursionError):
+                    broken = True
+                    break
+                element, end = _LIST_VISITOR.visit(item), item.end
+            results.append(_at(path, self._element_call(element)))
+            pos = end
+            if not listed:
+                closed = True
+                break
+            if body.startswith(",", pos):
+                item_at = pos + 1
+                continue
+            if body.startswith("]", pos):
+                pos, closed = pos + 1, True
+            break
+        rest = body[pos:]
+        if not rest.strip(_JSON_SPACE) and (closed or results):  # a missing `]` after complete calls is tolerated
+            return results or [Rejection(INVALID_JSON, [f"the call list after {self.tag} is empty"])]
+        path = f"$[{len(results)}]" if listed else "$"
+        if not complete:
+            where = "the call list" if listed else "the call"
+            results.append(Rejection(TRUNCATED, [f"{path}: the output ended inside {where}"]))
+        elif broken:
+            results.append(Rejection(INVALID_JSON, [f"{path}: {_json_error(body, _skip_space(body, item_at))}"]))
+        elif closed:
+            results.append(Rejection(INVALID_JSON, [f"text after the call list: {rest.strip()[:20]!r}"]))
+        else:
+            results.append(Rejection(INVALID_JSON, [f"{path}: expected ',' or ']' in the call list, "
+                                                    f"found {rest.lstrip()[:20]!r}"]))
+        return results
+
+    def _element_call(self, element: Any) -> CallResult:
+        if isinstance(element, ValueNode):
+            kind = _JSON_TYPES.get(type(element.value), "value")
+            return Rejection(INVALID_JSON, [f"$: a call must be a JSON object, got a {kind}"])
+        return self.call(element)
+
+
+_SPACE_RUN = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_space(text: str, pos: int) -> int:
+    """Where the JSON whitespace from `pos` ends (without copying the text)."""
+    return _SPACE_RUN.match(text, pos).end()  # type: ignore[union-attr]
+
 
 _STRUCTURE = re.compile(r'["{}\[\]:,]')
 _IN_STRING = re.compile(r'["\\]')
 _WHITESPACE = " \t\n\r"
 
 
+# What the value of the call-object member being read is to the streamer.
+_NAME, _ID, _ARGUMENTS = "name", "id", "arguments"
+
+
+@dataclass
+class _Call:
+    """A call object as far as the streamer has read it."""
+
+    k: int  # its position in the envelope's list (0 for a lone object)
+    name: str | None = None
+    name_seen: bool = False  # a name member was read: only the first one counts, as in `call_of`
+    id: str | None = None
+    id_seen: bool = False
+    id_known: bool = False  # its id member was read whole
+    closed: bool = False
+    started: bool = False
+    members: int = 0  # keys read so far
+    held: list[str] = field(default_factory=list)  # arguments text read before the call could start
+
+
 class JsonObjectCallStreamer:
-    """A call written as one JSON object `{"name": "…", "arguments": {…}}` (Hermes, Nemo items).
+    """Call objects `{"name": "…", "arguments": {…}}` as they stream: a lone object (Hermes, with
+    Qwen 2.5's doubled braces) or, for `call_list` formats, a list of them, call `k` per element.
 
-    The name is sent when its string closes; the arguments object is sent as the raw text the
-    model writes, which is exactly the `arguments_json` the final parse keeps. Arguments written
-    before the name are held until the name is known. An arguments value that is a JSON string
-    is not streamed (its final text is the decoded string), nor is anything after the object.
-    """
+    A call starts when its name string closes; when the format declares `id_keys`, only once its id
+    member has been read too, or its object has closed without one (an id may follow the
+    arguments). The arguments object is sent as the raw text the model writes, which is exactly the
+    `arguments_json` the final parse keeps; text read before the call starts is held. An arguments
+    value that is a JSON string is not streamed (its final text is the decoded string), nor is
+    anything after the object or list. Two elements with no comma between them end the stream: the
+    parse rejects what follows, and an element's text must never join another call's fragments.
+    Cost: one regex jump per quote, backslash or structural character, O(1) state per level."""
 
-    def __init__(
-        self, tools: ToolSet | None = None, argument_keys: tuple[str, ...] = ("arguments", "parameters")
-    ) -> None:
-        self._argument_keys = argument_keys
+    def __init__(self, tools: ToolSet | None = None, kind: JsonCall | None = None) -> None:
+        self._kind = kind if kind is not None else JsonCall("hermes", (), "")
         self._depth = 0
-        self._base: int | None = None  # depth of the call object (2 with Qwen's doubled braces)
+        # Depth of a call object's members: 2 in a list, 1 for a lone object (2 within doubled
+        # braces: a lone object's is the depth of its first string).
+        self._base: int | None = None
+        self._listed = False  # the body is a list of call objects
+        self._call: _Call | None = None if self._kind.call_list else _Call(0)
+        self._k = 0
+        self._element_expected = True  # in a list: the next element may open (start, or after a comma)
         self._in_string = False
         self._escaped = False
-        self._string: list[str] | None = None  # a key or value string being read at the call's level
+        self._string: list[str] | None = None  # a key or name string being read at the call's level
         self._string_is_key = False
         self._key: str | None = None
         self._expect_key = False
+        self._role: str | None = None  # what the member value being read is (_NAME, _ID, _ARGUMENTS)
         self._in_arguments = False
-        self._name: str | None = None
-        self._held: list[str] = []  # arguments text seen before the name
+        self._id_text: list[str] | None = None  # the raw text of an id member's value being read
         self._done = False
 
     def feed(self, body: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []
         pos = 0
         args_from = 0 if self._in_arguments else -1
+        id_from = 0 if self._id_text is not None else -1
         n = len(body)
         while pos < n and not self._done:
             if self._in_string:
@@ -211,64 +402,136 @@ class JsonObjectCallStreamer:
                 break
             char = match.group()
             pos = match.end()
+            depth = self._depth
+            at_members = self._call is not None and depth == self._base
             if char == '"':
                 self._in_string = True
-                if self._base is None:
-                    self._base = self._depth
-                if self._depth == self._base and not self._in_arguments:
+                if self._base is None and not self._kind.call_list:
+                    self._base = depth
+                    at_members = True
+                if at_members and not self._in_arguments and (self._expect_key or self._role == _NAME):
                     self._string = ['"']
                     self._string_is_key = self._expect_key
             elif char in "{[":
-                if self._base is not None and self._depth == self._base and self._key in self._argument_keys \
-                        and not self._expect_key and char == "{" and not self._in_arguments:
+                if self._kind.call_list and self._base is None:
+                    self._listed = char == "["
+                    self._base = 2 if self._listed else 1
+                    if not self._listed:
+                        self._call = _Call(0)
+                elif self._listed and depth == 1:  # an element of the list
+                    if not self._element_expected:
+                        self._done = True
+                        break
+                    self._element_expected = False
+                    self._call = _Call(self._k) if char == "{" else None
+                if at_members and self._role == _ARGUMENTS and char == "{" and not self._in_arguments:
                     self._in_arguments = True
                     args_from = match.start()
-                self._depth += 1
-                if self._base is None and char == "{":
+                if char == "{" and (self._base is None or depth + 1 == self._base):
                     self._expect_key = True
+                    self._key = self._role = None
+                self._depth += 1
             elif char in "}]":
                 self._depth -= 1
-                if self._in_arguments and self._depth == self._base:
+                depth = self._depth
+                if self._in_arguments and depth == self._base:
                     self._emit_arguments(events, body[args_from:pos])
                     self._in_arguments = False
                     args_from = -1
-                    self._key = None
-                elif self._base is not None and self._depth < self._base:
+                    self._role = None
+                elif self._base is not None and depth == self._base - 1 and self._call is not None:
+                    if self._id_text is not None:
+                        self._id_read(events, body[id_from: match.start()])
+                    self._call.closed = True
+                    self._start(self._call, events)
+                if self._base is not None and depth < (1 if self._listed else self._base):
                     self._done = True
-            elif char == "," and self._depth == self._base:
+            elif char == "," and at_members:
+                if self._id_text is not None:
+                    self._id_read(events, body[id_from: match.start()])
                 self._expect_key = True
-                self._key = None
-            elif char == ":" and self._depth == self._base:
+                self._key = self._role = None
+            elif char == "," and self._listed and depth == 1:
+                self._k += 1
+                self._call = None
+                self._element_expected = True
+            elif char == ":" and at_members and self._call is not None:
                 self._expect_key = False
+                self._role = self._role_of(self._call)
+                if self._role == _ID:
+                    self._id_text, id_from = [], pos
         if self._in_arguments and args_from >= 0:
             self._emit_arguments(events, body[args_from:pos])
+        if self._id_text is not None and id_from >= 0:
+            self._id_text.append(body[id_from:pos])
         return events
+
+    def _role_of(self, call: _Call) -> str | None:
+        """What the value of the member whose key was just read is."""
+        kind, key = self._kind, self._key
+        if kind.named_by_key:
+            return _ARGUMENTS if call.members == 1 else None
+        if key in kind.name_keys and not call.name_seen:
+            call.name_seen = True
+            return _NAME
+        if key in kind.id_keys and not call.id_seen:
+            call.id_seen = True
+            return _ID
+        return _ARGUMENTS if key in kind.argument_keys else None
 
     def _string_text(self, text: str) -> None:
         if self._string is not None:
             self._string.append(text)
 
     def _string_closed(self, events: list[StreamEvent]) -> None:
-        if self._string is None:
+        if self._string is None or self._call is None:
             return
         try:
             value = json.loads("".join(self._string))
         except ValueError:
             value = None
         self._string = None
+        call = self._call
         if self._string_is_key:
             self._key = value if isinstance(value, str) else None
-        elif self._key == "name" and isinstance(value, str) and self._name is None and value.strip():
-            self._name = value
-            events.append(CallStart(0, value))
-            if self._held:
-                events.append(ArgumentsFragment(0, "".join(self._held)))
-                self._held = []
+            if self._kind.named_by_key and call.members == 0 and self._key is not None:
+                call.name = self._key
+                self._start(call, events)
+            call.members += 1
+        elif self._role == _NAME and call.name is None and isinstance(value, str):
+            call.name = value
+            self._start(call, events)
+
+    def _id_read(self, events: list[StreamEvent], tail: str) -> None:
+        """The id member's value ended: decode it as `call_of` does, and start the call if it can."""
+        assert self._id_text is not None and self._call is not None
+        raw = ("".join(self._id_text) + tail).strip(_JSON_SPACE)
+        self._id_text = None
+        try:
+            value = strict_loads(raw)
+        except (ValueError, RecursionError):
+            value = None
+        call = self._call
+        call.id = written_id((value, raw), self._kind.numeric_ids)
+        call.id_known = True
+        self._start(call, events)
+
+    def _start(self, call: _Call, events: list[StreamEvent]) -> None:
+        if call.started or call.name is None or not call.name.strip():
+            return
+        if self._kind.id_keys and not (call.id_known or call.closed):
+            return
+        call.started = True
+        events.append(CallStart(call.k, call.name, call.id))
+        if call.held:
+            events.append(ArgumentsFragment(call.k, "".join(call.held)))
+            call.held = []
 
     def _emit_arguments(self, events: list[StreamEvent], text: str) -> None:
-        if not text:
+        call = self._call
+        if not text or call is None:
             return
-        if self._name is None:
-            self._held.append(text)
+        if call.started:
+            events.append(ArgumentsFragment(call.k, text))
         else:
-            events.append(ArgumentsFragment(0, text))
+            call.held.append(text)

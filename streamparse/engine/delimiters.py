@@ -36,6 +36,9 @@ class DelimiterSets:
                                       + [a.trigger for a in spec.anchors if a.trigger])
         if self.anchor_marks:
             self.in_content = Delimiters([*self.in_content.strings, *self.anchor_marks])
+        # Content after an answer opener that was framing: its closer is searched too.
+        answer = spec.framing_after_reasoning
+        self.in_answer = Delimiters([*self.in_content.strings, *keep(answer[1:])]) if answer else self.in_content
         self.trailers = Delimiters(keep([c for w in spec.wrappers for c in w.closers]))
         self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)))
                          for w in spec.wrappers}

@@ -85,6 +85,8 @@ class StreamParser:
         self._all_reasoning_closers = tuple(dict.fromkeys(self._closer_of.values()))
         extract = options.tool_calls_in_reasoning == "extract"
         self._calls_end_reasoning = spec.calls_end_reasoning
+        # `FormatSpec.framing_after_reasoning`: Granite's `<response>` / `</response>` ("" when none).
+        self._answer_opener, self._answer_closer = spec.framing_after_reasoning or ("", "")
         self._full = delimiter_sets(spec, extract, frozenset())
         self._specials = frozenset(spec.special) if require_special else frozenset()
         self._ordinary = delimiter_sets(spec, extract, self._specials) if self._specials else self._full
@@ -103,10 +105,14 @@ class StreamParser:
         self._mode = _START
         self._forced = options.thinking_forced_open or (
             options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
+        # Forced-open reasoning that must close to be reasoning waits for its closer (Nemotron v2).
+        self._output.reasoning.deferred = self._forced and spec.forced_reasoning_needs_closer
         self._carry = ""  # held back: it could still start a delimiter
         self._received = 0  # characters received so far (after decoding): positions for the log
         self._reasoning_closers: tuple[str, ...] = self._all_reasoning_closers
         self._absorb = False  # a bare call just ended: a wrapper closer after whitespace is its own
+        self._answer_expected = False  # reasoning just closed: an answer opener may follow (framing)
+        self._answer_open = False  # an answer opener was framing: its closer is framing too
         self._scanned = 0  # characters looked at, re-looks at held-back text included
         self._view = ""  # the text envelope scanners see (look-alikes blanked in token-aware mode)
         self._return_mode = _CONTENT  # the region a wrapper or envelope was opened in
@@ -229,6 +235,8 @@ class StreamParser:
             held += region.pending_length
         if self._wrapper is not None:
             held += self._wrapper.raw_length + self._wrapper.ws_length
+        if self._output.reasoning.deferred:
+            held += sum(map(len, self._output.reasoning.parts))
         return held
 
     @property
@@ -324,7 +332,12 @@ class StreamParser:
             if trailer is not None:
                 return start + len(trailer)
             pos = start
-        delimiters = self._sets.in_content if in_content else self._sets.reasoning(self._reasoning_closers)
+        if self._answer_expected and in_content:
+            held = self._after_reasoning(region, text, pos)
+            if held is not None:
+                return held
+        in_content_delimiters = self._sets.in_answer if self._answer_open else self._sets.in_content
+        delimiters = in_content_delimiters if in_content else self._sets.reasoning(self._reasoning_closers)
         match = delimiters.search(text, pos)
         if match is None:
             held = max(pos, delimiters.held_from(text))
@@ -336,19 +349,47 @@ class StreamParser:
         if in_content:
             if found in self._sets.anchor_marks and self._anchored is not None:
                 return self._anchored.at_mark(self, text, found, at, match.end())
-            if found not in self._sets.framing:
+            if self._answer_open and found == self._answer_closer:
+                self._answer_open = False
+            elif found not in self._sets.framing:
                 self._open(found, _CONTENT, at)
         elif found in self._reasoning_closers:
             region.drop_pending()
+            self._output.release(region)
             self._mode = _CONTENT
+            self._answer_expected = bool(self._answer_opener)
         elif self._calls_end_reasoning:
             # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus).
             region.drop_pending()
+            self._output.release(region)
             self._mode = _CONTENT
             self._open(found, _CONTENT, at)
         else:
             self._open(found, _REASONING, at)  # tool_calls_in_reasoning="extract"
         return match.end()
+
+    def _after_reasoning(self, region: Region, text: str, pos: int) -> int | None:
+        """Right after the reasoning block: the format's answer opener (after whitespace) is framing
+        (`FormatSpec.framing_after_reasoning`). Returns where reading goes on, or None to read
+        `text[pos:]` as content."""
+        opener = self._answer_opener
+        match = _NON_SPACE.search(text, pos)
+        if match is None:
+            self._output.emit_text(region, text[pos:])
+            return len(text)
+        start = match.start()
+        if opener in self._specials and self._sets is self._ordinary:  # token-aware: only the token opens it
+            self._answer_expected = False
+            return None
+        if text.startswith(opener, start):
+            self._answer_expected, self._answer_open = False, True
+            self._output.emit_text(region, text[pos:start])
+            return start + len(opener)
+        if len(text) - start < len(opener) and opener.startswith(text[start:]):  # it could still be the opener
+            self._output.emit_text(region, text[pos:start])
+            return self._hold(text, start)
+        self._answer_expected = False
+        return None
 
     # ----------------------------------------------------------------- wrappers and envelopes
 
@@ -512,7 +553,7 @@ class StreamParser:
         if envelope.too_long and complete:
             results: list[CallResult] = [Rejection(TOO_LONG, [
                 f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
-                "raw holds its first max_call_chars characters"], id=self._id_in_kept_text(envelope, finished))]
+                "raw holds its first max_call_chars characters"])]
         else:
             try:
                 results = envelope.spec.body.parse(finished, self._tools)
@@ -529,16 +570,6 @@ class StreamParser:
         else:
             self._mode = self._return_mode
             self._absorb = bool(self._full.trailers) and complete
-
-    def _id_in_kept_text(self, envelope: OpenEnvelope, finished: Envelope) -> str | None:
-        """The model-written id a runaway call's kept text holds: it counts as used, as it did when
-        that text streamed in progressive mode (so both modes give the same ids)."""
-        kept = Envelope(finished.opener, finished.body, "", False, finished.wrapped)
-        try:
-            results = envelope.spec.body.parse(kept, self._tools)
-        except Exception:  # a visitor bug must not end the user's stream; RecursionError included
-            return None
-        return results[0].id if results else None
 
     # ----------------------------------------------------------------- end of output
 
@@ -586,6 +617,8 @@ class StreamParser:
             if not wrapper.calls:
                 self._reject_wrapper_text(["the output ended inside a call block with no call"], TRUNCATED)
             self._leave_wrapper()
+        if self._output.reasoning.deferred:  # forced-open reasoning that never closed: the answer
+            self._output.hand_over(self._output.reasoning, self._output.content)
 
 
 StreamParser.READERS = {

@@ -35,6 +35,7 @@ class Region:
     parts: list[str] = field(default_factory=list)
     pending_ws: list[str] = field(default_factory=list)
     pending_length: int = 0  # len("".join(pending_ws)), kept as it changes
+    deferred: bool = False  # its text is kept but not sent until `Output.release` (or handed over)
 
     @property
     def started(self) -> bool:
@@ -75,9 +76,26 @@ class Output:
             else:
                 head = head.lstrip()
             region.parts.append(head)
-            self.push(Delta(content=head) if region.kind == "content" else Delta(reasoning=head))
+            if not region.deferred:
+                self.push(Delta(content=head) if region.kind == "content" else Delta(reasoning=head))
         if end < len(text) and region.started:
             region.hold(text[end:])
+
+    def release(self, region: Region) -> None:
+        """A deferred region's text is what it is: send it, and what follows, as it comes."""
+        if region.deferred:
+            region.deferred = False
+            if region.parts:
+                text = "".join(region.parts)
+                self.push(Delta(content=text) if region.kind == "content" else Delta(reasoning=text))
+
+    def hand_over(self, region: Region, to: Region) -> None:
+        """A deferred region's text belongs to the other region after all (sent from there)."""
+        text = "".join(region.parts)
+        region.parts.clear()
+        region.drop_pending()
+        region.deferred = False
+        self.emit_text(to, text)
 
     def push(self, delta: Delta) -> None:
         """Append a delta, merging text with the previous delta of the same kind (not yet handed out)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..grammar import encodable
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
-from ..types import INVALID_JSON, Delta, RejectedCall, ToolCall, ToolCallDelta
+from ..types import INVALID_JSON, TOO_LONG, Delta, RejectedCall, ToolCall, ToolCallDelta
 from ..validation import ToolSet
 from .regions import Output
 
@@ -98,9 +98,9 @@ class Settler:
     def _id_for(self, written: str | None, ordinal: int) -> str:
         """The model's id when it wrote one not used before in this message, else a generated one.
 
-        Every model-written id that is read counts as used, whatever becomes of its call, so both
-        emit modes decide alike (progressive mode decides when a call starts, validated mode when
-        it settles, in the same order)."""
+        Every model-written id that is read counts as used, whatever becomes of its call (except in
+        an envelope rejected `too_long`, which is not read), so both emit modes decide alike
+        (progressive mode decides when a call starts, validated mode when it settles, in the same order)."""
         if written is not None and written not in self._ids_used:
             self._ids_used.add(written)
             return written
@@ -124,6 +124,10 @@ class Settler:
             self._settle(k, result, envelope, position)
         for k in sorted(set(self._started) - set(range(len(results)))):
             self._output.push(Delta(tool_calls=[ToolCallDelta(self._started[k].index, status=INVALID_JSON)]))
+        if any(isinstance(result, Rejection) and result.status == TOO_LONG for result in results):
+            # Validated mode never reads a runaway envelope: the ids its calls took while they
+            # streamed do not count as used either (how far the stream got depends on the chunking).
+            self._ids_used -= set(self._decided.values())
         self._ordinal += len(results)
         self._started = {}
         self._decided = {}

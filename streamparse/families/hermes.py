@@ -23,7 +23,7 @@ def render(message: Message) -> str:
 
 HERMES = FormatSpec(
     name="hermes",
-    aliases=("qwen2_5", "qwen3", "hermes2_pro"),
+    aliases=("qwen2_5", "qwen3", "hermes2_pro", "granite4"),
     reasoning=(THINK,),
     envelopes=(
         EnvelopeSpec(openers=(OPENER,), body=JsonCall("hermes", closers=(CLOSER,), tag=OPENER)),

@@ -47,7 +47,7 @@ def render(message: Message) -> str:
 
 QWEN3_CODER = FormatSpec(
     name="qwen3_coder",
-    aliases=(),
+    aliases=("nemotron3",),
     reasoning=(THINK,),
     envelopes=(
         EnvelopeSpec(
