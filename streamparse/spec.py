@@ -139,6 +139,10 @@ class WrapperSpec:
 
     openers: tuple[str, ...]
     closers: tuple[str, ...]
+    # Text inside the wrapper before its first call (or in a wrapper with no call) is content when
+    # it is not whitespace, framing when it is (MiniMax, Seed-OSS). Otherwise it is a rejected call
+    # block: `invalid_json` with its raw text.
+    text_is_content: bool = False
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..registry import get_format
 from ..scanning import ScanResult
-from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection, WrapperSpec
+from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, ParsedCall, Rejection, WrapperSpec
 from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token
 from ..validation import ToolSet
 from .delimiters import DelimiterSets, delimiter_sets
@@ -383,7 +383,8 @@ class StreamParser:
         found = match.group()
         if found in wrapper.spec.closers:
             if not wrapper.calls:
-                self._wrapper_text(found)
+                if not wrapper.spec.text_is_content:
+                    self._wrapper_text(found)
                 self._reject_wrapper_text(["the call block is empty: no call inside it"], INVALID_JSON)
             self._leave_wrapper()
         else:
@@ -407,8 +408,11 @@ class StreamParser:
         if text:
             wrapper.raw.append(text)
 
-    def _reject_wrapper_text(self, errors: list[str], status: str, only_if_text: bool = False) -> None:
-        """What a wrapper held before its first call (an empty or junk call block) is reported, not dropped."""
+    def _reject_wrapper_text(self, errors: list[str], status: str, only_if_text: bool = False,
+                             before_call: bool = True) -> None:
+        """What a wrapper held before its first call (an empty or junk call block) is reported, not dropped;
+        or, where the wrapper declares `text_is_content`, it is content (framing when whitespace),
+        unless the output ended inside the block (`before_call=False`)."""
         wrapper = self._wrapper
         assert wrapper is not None
         opener, *rest = wrapper.raw or [""]
@@ -417,7 +421,9 @@ class StreamParser:
         if limit is not None and wrapper.raw_length > limit:
             status, errors = TOO_LONG, [f"the call block held more than max_call_chars={limit} characters "
                                         "before any call; raw holds its first max_call_chars characters"]
-        elif only_if_text and not inner.strip():
+        elif (only_if_text and not inner.strip()) or (wrapper.spec.text_is_content and before_call):
+            if inner.strip():
+                self._output.emit_text(self._region_of(wrapper.return_mode), inner)
             wrapper.raw = []
             wrapper.raw_length = 0
             return
@@ -464,17 +470,20 @@ class StreamParser:
         assert envelope is not None
         finished = Envelope(envelope.opener, "".join(envelope.body), closer, complete, envelope.wrapped)
         self._envelope = None
-        if envelope.too_long and complete:
-            results: list[CallResult] = [Rejection(TOO_LONG, [
-                f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
-                "raw holds its first max_call_chars characters"])]
-        else:
+        results: list[CallResult] = []
+        if not (envelope.too_long and complete):
             try:
                 results = envelope.spec.body.parse(finished, self._tools)
             except RecursionError:
                 results = [Rejection(INVALID_JSON, ["the call is nested too deeply to be read"])]
             except Exception as error:  # a visitor bug must not end the user's stream
                 results = [Rejection(INVALID_JSON, [f"internal error reading this call: {error!r}"])]
+        # A runaway call is `too_long`; cut off by the end of the output it is `truncated`, unless its
+        # kept first characters read as a call (a kind whose end tag is optional at the end).
+        if envelope.too_long and (complete or any(isinstance(result, ParsedCall) for result in results)):
+            results = [Rejection(TOO_LONG, [
+                f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
+                "raw holds its first max_call_chars characters"])]
         if not results:
             results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
         self._settler.settle(results, finished, envelope.position)
@@ -520,7 +529,8 @@ class StreamParser:
             wrapper = self._wrapper
             assert wrapper is not None
             if not wrapper.calls:
-                self._reject_wrapper_text(["the output ended inside a call block with no call"], TRUNCATED)
+                self._reject_wrapper_text(["the output ended inside a call block with no call"], TRUNCATED,
+                                          before_call=False)
             self._leave_wrapper()
 
 
