@@ -204,6 +204,11 @@ def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
     tools_file = fixture.parent / "tools.json"
     if opts.tools is None and tools_file.is_file():
         opts.tools = str(tools_file)
+    # A fixture whose prompt ends inside reasoning (MiniMax M2, GLM-4.7) comes with that prompt's end
+    # beside it, `NAME.prompt`: the demo reads it, so the output is shown starting inside reasoning.
+    prompt_file = fixture.with_suffix(".prompt")
+    if opts.prompt is None and not opts.forced_open and prompt_file.is_file():
+        opts.prompt = f"@{prompt_file}"
     parser = _parser(opts)
     text = fixture.read_text(encoding="utf-8")
     out.write(f"# streaming {fixture.name} ({len(text)} characters) as {opts.format}, 4 characters a chunk\n")
