@@ -194,7 +194,8 @@ _VISITOR = _CallVisitor()
 
 def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
     """The one call in an envelope body, typed by the tool's schema."""
-    cut: list[CallResult] = [Rejection(TRUNCATED, [f"the output ended inside {dialect.call_tag} before the call was closed"])]
+    cut: list[CallResult] = [
+        Rejection(TRUNCATED, [f"the output ended inside {dialect.call_tag} before the call was closed"])]
     if not envelope.complete and not dialect.end_tag_optional:
         return cut
     grammar = load_grammar(dialect.grammar)
