@@ -15,7 +15,8 @@ group `closed` whether its end was written.
 text in order: `{`, then per parameter `"key": ` and either `"` + the JSON-escaped string as the
 model writes it + `"` (a parameter that is a string whatever its text), or the typed value once
 its parameter closes; the engine sends the final `}`. A framing newline and the start of a closing
-tag are held back until the next text shows what they are, so nothing is ever taken back.
+tag are held back until the next text shows what they are, so nothing is ever taken back; so is a
+newline at the end of a value whose dialect drops it when the closing tag turns out to be missing.
 
 A parameter name given twice rejects the call (`invalid_json`, naming the parameter): neither
 value is clearly the one meant, and the streamed text would not be an object with unique keys.
@@ -25,7 +26,7 @@ streamed before the repeat stays a prefix (JSON readers keep the last of repeate
 
 Cost: each body character is searched once (compiled alternations, regex jumps); the text
 carried from one piece to the next is shorter than the longest tag, except a tag's own text (a
-call or parameter header), which is kept as pieces and joined once when its `>` arrives.
+call or parameter header), which is kept as pieces and joined once when one of its ends arrives.
 """
 
 from __future__ import annotations
