@@ -1,4 +1,4 @@
-"""The real-template oracle: 181 assistant turns rendered by the models' own chat templates.
+"""The real-template oracle: the assistant turns the models' own chat templates render (every cases file).
 
 Runs `../shared/templates/check_project.py` for each implemented format when `../shared` exists
 (a user's checkout has none: then the module is skipped)."""
@@ -18,7 +18,10 @@ if not CASES.exists():
 CASE_FORMATS = {"hermes": "hermes", "qwen3_coder": "qwen3_coder", "deepseek_r1": "deepseek_r1",
                 "deepseek_v3_1": "deepseek_v3_1", "deepseek_v3_2_dsml": "deepseek_v3_2",
                 "mistral_nemo": "mistral", "mistral_call_id": "mistral", "mistral_args": "mistral"}
-IN_CASES = sorted({CASE_FORMATS[c["format"]] for c in json.loads(CASES.read_text())} & set(FORMAT_NAMES))
+# Every cases file beside cases.json (the second wave's formats are named as they stand).
+ALL_CASES = [c for name in ("cases.json", "cases_new_families.json", "cases_more.json")
+             if (CASES.parent / name).exists() for c in json.loads((CASES.parent / name).read_text())]
+IN_CASES = sorted({CASE_FORMATS.get(c["format"], c["format"]) for c in ALL_CASES} & set(FORMAT_NAMES))
 
 
 @pytest.mark.parametrize("fmt", IN_CASES)

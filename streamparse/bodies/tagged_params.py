@@ -1,22 +1,32 @@
-"""Body kind `tagged_params`: calls whose parameters are tagged text (qwen3_coder, DSML), read once.
+"""Body kind `tagged_params`: calls whose parameters are tagged text, read once.
 
-A dialect names its grammar (`formats/<name>.peg`, with the rule names `call_head`, `param_head`,
-`value`, `ws`, … shared by every dialect), the literal strings that open and close a parameter,
-whether one newline after the opening tag and one before the closing tag are framing, and how a
-parameter's text becomes a value (typing by the tool's schema, `schema_typing.py`).
+Qwen3-Coder `<parameter=K>V</parameter>`, DSML `<｜DSML｜parameter name="K" string="true">V…`, GLM
+`<arg_key>K</arg_key><arg_value>V</arg_value>`, MiniMax `<parameter name="K">V</parameter>`, Seed-OSS.
+A dialect names its grammar (`formats/<name>.peg`, with the rule names `call_head`, `param_open`,
+`param_head`, `value`, `param_close`, `ws` shared by every dialect: the tags are data), the literal
+strings that open and close a parameter, where a header is known to end, whether one newline after
+the opening tag and one before the closing tag are framing, and how a parameter's text becomes a
+value (typing by the tool's schema, `schema_typing.py`). The grammar's `call_head` and `param_head`
+regexes name the call and the parameter (group `name`); a `call_head` that may end without a
+closing character (GLM's name runs to a newline or the first `<arg_key>`) says with an optional
+group `closed` whether its end was written.
 
 `arguments_json` is `json.dumps(arguments, ensure_ascii=False)`. The streamer sends exactly that
 text in order: `{`, then per parameter `"key": ` and either `"` + the JSON-escaped string as the
 model writes it + `"` (a parameter that is a string whatever its text), or the typed value once
 its parameter closes; the engine sends the final `}`. A framing newline and the start of a closing
-tag are held back until the next text shows what they are, so nothing is ever taken back.
+tag are held back until the next text shows what they are, so nothing is ever taken back; so is a
+newline at the end of a value whose dialect drops it when the closing tag turns out to be missing.
 
 A parameter name given twice rejects the call (`invalid_json`, naming the parameter): neither
 value is clearly the one meant, and the streamed text would not be an object with unique keys.
+A dialect that declares `repeated_key_last_wins` (GLM) keeps the last value instead; its
+`arguments_json` then writes every member as given, the repeated one included, so that the text
+streamed before the repeat stays a prefix (JSON readers keep the last of repeated names).
 
 Cost: each body character is searched once (compiled alternations, regex jumps); the text
 carried from one piece to the next is shorter than the longest tag, except a tag's own text (a
-call or parameter header), which is kept as pieces and joined once when its `>` arrives.
+call or parameter header), which is kept as pieces and joined once when one of its ends arrives.
 """
 
 from __future__ import annotations
@@ -67,6 +77,20 @@ class TaggedParams:
     wrapper_closers: tuple[str, ...]  # end a call whose closer is missing, outside a value
     value_of: ValueReader = untyped_value
     is_string: StringTest = untyped_is_string
+    # Where the streamer knows a call header (`call_head`) or a parameter header (`param_head`) has
+    # ended: the header's regex is matched on the text up to and including the first of these;
+    # text after its match is read again as what follows the header.
+    head_ends: tuple[str, ...] = (">", "<")
+    param_head_ends: tuple[str, ...] = (">", "<")
+    # A value whose closing tag is missing loses one newline (or `\r\n`) just before what ends it
+    # (the next parameter, the call's end): whitespace between elements, not value.
+    newline_before_next_element: bool = False
+    # At the end of the output, a call whose last element is closed (its last value's closing tag,
+    # or its head with no parameters) needs no end tag; cut inside a name, key or value it is
+    # `truncated`. Otherwise every call the output cuts off is `truncated`.
+    end_tag_optional: bool = False
+    # A parameter given twice keeps its last value; otherwise it rejects the call.
+    repeated_key_last_wins: bool = False
 
     def scanner(self) -> XmlEnvelopeScanner:
         """A fresh scanner for one call body of this dialect."""
@@ -140,21 +164,21 @@ class XmlEnvelopeScanner:
 
 
 class _CallVisitor(NodeVisitor):  # type: ignore[misc]
-    """The call's header match and its parameters as `(header match, raw value text)`."""
+    """The call's header match and its parameters as `(header match, raw value text, closed)`."""
 
-    def visit_call(self, node: Node, children: list[Any]) -> tuple[Any, list[tuple[Any, str]]]:
+    def visit_call(self, node: Node, children: list[Any]) -> tuple[Any, list[tuple[Any, str, bool]]]:
         head, params, _ = children
         return head, params
 
     def visit_call_head(self, node: Node, children: list[Any]) -> Any:
         return node.match
 
-    def visit_params(self, node: Node, children: list[Any]) -> list[tuple[Any, str]]:
+    def visit_params(self, node: Node, children: list[Any]) -> list[tuple[Any, str, bool]]:
         return list(children)
 
-    def visit_param(self, node: Node, children: list[Any]) -> tuple[Any, str]:
+    def visit_param(self, node: Node, children: list[Any]) -> tuple[Any, str, bool]:
         _, _, head, value, _ = children
-        return head, value
+        return head, value, node.children[4].text != ""
 
     def visit_param_head(self, node: Node, children: list[Any]) -> Any:
         return node.match
@@ -171,38 +195,72 @@ _VISITOR = _CallVisitor()
 
 def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
     """The one call in an envelope body, typed by the tool's schema."""
-    if not envelope.complete:
-        return [Rejection(TRUNCATED, [f"the output ended inside {dialect.call_tag} before the call was closed"])]
+    cut: list[CallResult] = [
+        Rejection(TRUNCATED, [f"the output ended inside {dialect.call_tag} before the call was closed"])]
+    if not envelope.complete and not dialect.end_tag_optional:
+        return cut
     grammar = load_grammar(dialect.grammar)
     body = envelope.body
     if grammar["call_head"].re.match(body) is None:
+        if not envelope.complete:
+            return cut
         shown = body[:40].split("\n")[0]
         return [Rejection(INVALID_JSON, [f"malformed {dialect.call_tag} header: {shown!r} is not closed by '>'"])]
     try:
         head, params = _VISITOR.visit(grammar.parse(body))
     except ParseError as error:
+        if not envelope.complete:
+            return cut
         pos = error.pos
         return [Rejection(INVALID_JSON, [f"unexpected text at character {pos}: {body[pos:pos + 30]!r}"])]
+    if not envelope.complete and not (params[-1][2] if params else _head_closed(head)):
+        return cut
     name = head.group("name").strip()
     if not name:
         return [Rejection(INVALID_JSON, [f"{dialect.call_tag} has no function name"])]
     schema = tools.schema(name)
+    members: list[tuple[str, Any]] = []
     arguments: dict[str, Any] = {}
-    for param_head, raw in params:
+    for param_head, raw, closed in params:
         key = param_head.group("name").strip()
         if not key:
             return [Rejection(INVALID_JSON, ["a parameter has no name"], name=name)]
-        if key in arguments:
+        if key in arguments and not dialect.repeated_key_last_wins:
             return [Rejection(INVALID_JSON, [f"$.{key}: the parameter is given twice"], name=name)]
-        text = strip_framing(raw) if dialect.framing_newline else raw
-        arguments[key] = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
-    return [ParsedCall(name, arguments, json.dumps(arguments, ensure_ascii=False, allow_nan=False))]
+        if dialect.framing_newline:
+            text = strip_framing(raw)
+        elif dialect.newline_before_next_element and not closed:
+            text = _without_last_newline(raw)
+        else:
+            text = raw
+        value = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
+        members.append((key, value))
+        arguments[key] = value
+    if len(members) == len(arguments):
+        arguments_json = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    else:  # a repeated key: every member as written, so that what was streamed stays a prefix
+        arguments_json = "{" + ", ".join(
+            f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False, allow_nan=False)}"
+            for key, value in members) + "}"
+    return [ParsedCall(name, arguments, arguments_json)]
+
+
+def _head_closed(head: Any) -> bool:
+    """Whether the call's head was written to its end (a `>`, or GLM's newline after the name)."""
+    return "closed" not in head.re.groupindex or head.group("closed") is not None
+
+
+def _without_last_newline(raw: str) -> str:
+    if raw.endswith("\r\n"):
+        return raw[:-2]
+    if raw.endswith("\n"):
+        return raw[:-1]
+    return raw
 
 
 # ----------------------------------------------------------------- progressive mode
 
 _HEADER, _BETWEEN, _PARAM_HEAD, _VALUE, _DONE = range(5)
-_ANGLE = re.compile("[<>]")
 
 
 class XmlCallStreamer:
@@ -220,9 +278,12 @@ class XmlCallStreamer:
         self._param_head: Any = grammar["param_head"].re
         self._ws: Any = grammar["ws"].re
         self._ends = delimiters_of((dialect.param_close, dialect.param_open))
+        self._head_ends = delimiters_of(dialect.head_ends)
+        self._param_head_ends = delimiters_of(dialect.param_head_ends)
+        self._hold_newline = dialect.framing_newline or dialect.newline_before_next_element
         self._state = _HEADER
         self._carry = ""  # text given again with the next piece (shorter than a tag)
-        self._head: list[str] = []  # a call or parameter header, until its ">"
+        self._head: list[str] = []  # a call or parameter header, until one of its ends
         self._schema: Any = None
         self._keys: set[str] = set()
         self._streaming = False  # the current value is a string: it is sent as it arrives
@@ -246,20 +307,26 @@ class XmlCallStreamer:
         return events
 
     def _header(self, text: str, pos: int, events: list[StreamEvent]) -> int:
-        match = _ANGLE.search(text, pos)
+        in_call = self._state == _HEADER
+        ends = self._head_ends if in_call else self._param_head_ends
+        match = ends.search(text, pos)
         if match is None:
-            self._head.append(text[pos:])
-            return len(text)
-        if match.group() == "<":  # a header never holds "<": the grammar rejects this call
-            self._state = _DONE
+            held = max(ends.held_from(text), pos)
+            self._head.append(text[pos:held])
+            self._carry = text[held:]
             return len(text)
         self._head.append(text[pos: match.end()])
         header, self._head = "".join(self._head), []
-        if self._state == _HEADER:
-            self._call_started(self._call_head.fullmatch(header), events)
+        found = (self._call_head if in_call else self._param_head).match(header)
+        back = len(header) - found.end() if found is not None else 0
+        if found is None or back > match.end() - pos:  # the grammar rejects this call
+            self._state = _DONE
+            return len(text)
+        if in_call:
+            self._call_started(found, events)
         else:
-            self._param_started(self._param_head.fullmatch(header), events)
-        return match.end()
+            self._param_started(found, events)
+        return match.end() - back  # what follows the header is read again
 
     def _call_started(self, match: Any, events: list[StreamEvent]) -> None:
         name = match.group("name").strip() if match is not None else ""
@@ -273,7 +340,7 @@ class XmlCallStreamer:
 
     def _param_started(self, match: Any, events: list[StreamEvent]) -> None:
         key = match.group("name").strip() if match is not None else ""
-        if not key or key in self._keys:
+        if not key or (key in self._keys and not self._dialect.repeated_key_last_wins):
             self._state = _DONE
             return
         flag = _flag(match)
@@ -315,20 +382,21 @@ class XmlCallStreamer:
             self._lead_done = True
         if match is None:
             end = max(self._ends.held_from(text), pos)
-            if self._dialect.framing_newline:
+            if self._hold_newline:
                 end = self._before_trailing_newline(text, pos, end)
             self._carry = text[end:]
             self._value_text(text[pos:end], events)
             return len(text)
         end = match.start()
-        if self._dialect.framing_newline:
+        closed = match.group() == self._dialect.param_close
+        if self._dialect.framing_newline or (self._dialect.newline_before_next_element and not closed):
             if text.endswith("\r\n", pos, end):
                 end -= 2
             elif text.endswith("\n", pos, end):
                 end -= 1
         self._value_text(text[pos:end], events)
         self._value_closed(events)
-        self._state = _BETWEEN if match.group() == self._dialect.param_close else _PARAM_HEAD
+        self._state = _BETWEEN if closed else _PARAM_HEAD
         return match.end()
 
     @staticmethod

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..registry import get_format
 from ..scanning import ScanResult
-from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection, WrapperSpec
+from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, ParsedCall, Rejection, WrapperSpec
 from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token
 from ..validation import ToolSet
 from . import messages
@@ -550,17 +550,20 @@ class StreamParser:
             return
         finished = Envelope(envelope.opener, "".join(envelope.body), closer, complete, envelope.wrapped)
         self._envelope = None
-        if envelope.too_long and complete:
-            results: list[CallResult] = [Rejection(TOO_LONG, [
-                f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
-                "raw holds its first max_call_chars characters"])]
-        else:
+        results: list[CallResult] = []
+        if not (envelope.too_long and complete):
             try:
                 results = envelope.spec.body.parse(finished, self._tools)
             except RecursionError:
                 results = [Rejection(INVALID_JSON, ["the call is nested too deeply to be read"])]
             except Exception as error:  # a visitor bug must not end the user's stream
                 results = [Rejection(INVALID_JSON, [f"internal error reading this call: {error!r}"])]
+        # A runaway call is `too_long`; cut off by the end of the output it is `truncated`, unless its
+        # kept first characters read as a call (a kind whose end tag is optional at the end).
+        if envelope.too_long and (complete or any(isinstance(result, ParsedCall) for result in results)):
+            results = [Rejection(TOO_LONG, [
+                f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
+                "raw holds its first max_call_chars characters"])]
         if not results:
             results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
         self._settler.settle(results, finished, envelope.position)
