@@ -140,3 +140,22 @@ def assert_every_mode_agrees(data: object, text: str, fmt: str, tools: object) -
     for accepted in parsed.tool_calls:  # strict RFC 8259 JSON that reads back to the arguments
         assert strict_loads(accepted.arguments_json) == accepted.arguments
     return parsed
+
+
+def agreeing(text: str, fmt: str, sizes: tuple[int, ...] = (1,), **options: object) -> streamparse.Message:
+    """`parse(text)`, checked against streaming it in both emit modes in chunks of each size (the
+    deltas add up to it, and so does the message); the parsed message is returned."""
+    options.setdefault("id_factory", ids)
+    parsed = streamparse.parse(text, fmt, **options)  # type: ignore[arg-type]
+    for emit in ("validated", "progressive"):
+        for size in sizes:
+            chunks = [text[i:i + size] for i in range(0, len(text), size)]
+            folded, streamed = run_stream(chunks, format=fmt, emit_calls=emit, **options)
+            assert streamed == parsed, (emit, size)
+            assert_stream_matches(folded, parsed)
+    return parsed
+
+
+def named_calls(message: streamparse.Message) -> list[tuple[str, dict[str, object]]]:
+    """The accepted calls as (name, arguments)."""
+    return [(c.name, c.arguments) for c in message.tool_calls]

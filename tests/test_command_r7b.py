@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FIXTURES, assert_stream_matches, ids, run_stream
+from conftest import FIXTURES, agreeing, ids
 
 import streamparse
 from streamparse import Message, Token, parse
@@ -26,12 +26,7 @@ def action(*items: str) -> str:
 
 def both_modes(text: str, **options: object) -> Message:
     """parse(), and 1-character streams in both emit modes, agree; the parsed message is returned."""
-    parsed = parse(text, FMT, id_factory=ids, **options)  # type: ignore[arg-type]
-    for emit in ("validated", "progressive"):
-        folded, streamed = run_stream(list(text), format=FMT, emit_calls=emit, id_factory=ids, **options)
-        assert streamed == parsed
-        assert_stream_matches(folded, parsed)
-    return parsed
+    return agreeing(text, FMT, **options)
 
 
 def test_a_plan_and_two_calls_keep_the_models_call_ids() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, assert_stream_matches, ids, run_stream
+from conftest import FIXTURES, agreeing, ids
 
 import streamparse
 from streamparse import Message, Token, ToolCall, parse
@@ -26,12 +26,7 @@ def calls(*objects: object) -> str:
 
 def both_modes(text: str, **options: object) -> Message:
     """parse(), and 1-character streams in both emit modes, agree; the parsed message is returned."""
-    parsed = parse(text, FMT, id_factory=ids, **options)  # type: ignore[arg-type]
-    for emit in ("validated", "progressive"):
-        folded, streamed = run_stream(list(text), format=FMT, emit_calls=emit, id_factory=ids, **options)
-        assert streamed == parsed
-        assert_stream_matches(folded, parsed)
-    return parsed
+    return agreeing(text, FMT, **options)
 
 
 def named(message: Message) -> list[tuple[str, dict[str, object]]]:

@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import CASES, FIXTURES, assert_stream_matches, fold, ids, run_stream
+from conftest import CASES, FIXTURES, agreeing, assert_stream_matches, fold, ids, run_stream
 
 import streamparse
 from streamparse import Message, StreamParser, Token, ToolCall, detect_format, parse, thinking_forced_open
@@ -28,15 +28,8 @@ def call(call_id: str, arguments: str = "{}", end: str = END) -> str:
 
 
 def read(text: str, **options: object) -> Message:
-    """`parse(text)`, checked against streaming it in both emit modes, whole and 1 character at a time."""
-    options.setdefault("id_factory", ids)
-    message = parse(text, FMT, **options)  # type: ignore[arg-type]
-    for emit in ("validated", "progressive"):
-        for chunks in (list(text), [text[i:i + 5] for i in range(0, len(text), 5)]):
-            folded, streamed = run_stream(chunks, format=FMT, emit_calls=emit, **options)
-            assert streamed == message, (emit, chunks[:3])
-            assert_stream_matches(folded, message)
-    return message
+    """`parse(text)`, checked against streaming it in both emit modes, 1 and 5 characters at a time."""
+    return agreeing(text, FMT, sizes=(1, 5), **options)
 
 
 def calls_of(message: Message) -> list[tuple[str, str, dict[str, object]]]:

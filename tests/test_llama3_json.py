@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED, assert_stream_matches, ids, run_stream
+from conftest import SHARED, agreeing, ids
 
 import streamparse
 from streamparse import Message, StreamParser, Token
@@ -28,12 +28,7 @@ TIME = '{"name": "get_time", "parameters": {"timezone": "Europe/Paris"}}'
 
 def read(text: str, **options: object) -> Message:
     """parse(text), checked against 1-character streams in both emit modes."""
-    parsed = streamparse.parse(text, FMT, id_factory=ids, **options)  # type: ignore[arg-type]
-    for emit in ("validated", "progressive"):
-        folded, streamed = run_stream(list(text), format=FMT, emit_calls=emit, id_factory=ids, **options)
-        assert streamed == parsed
-        assert_stream_matches(folded, parsed)
-    return parsed
+    return agreeing(text, FMT, **options)
 
 
 def calls(message: Message) -> list[tuple[str, dict[str, object]]]:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, assert_stream_matches, fold, ids, run_stream
+from conftest import FIXTURES, agreeing, assert_stream_matches, fold, ids, run_stream
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,14 +45,7 @@ def rejected(message: Message) -> list[tuple[str, str]]:
 
 def assert_streams_the_same(text: str, **kwargs: Any) -> Message:
     """Chunk by chunk, in both emit modes, the deltas add up to parse(text), and so does the message."""
-    whole = parse(text, id_factory=ids, **kwargs)
-    for emit in EMIT:
-        for size in (1, 2, 5, 13):
-            chunks = [text[i:i + size] for i in range(0, len(text), size)]
-            folded, message = run_stream(chunks, format="mistral", emit_calls=emit, id_factory=ids, **kwargs)
-            assert message == whole, (emit, size)
-            assert_stream_matches(folded, whole)
-    return whole
+    return agreeing(text, "mistral", sizes=(1, 2, 5, 13), **kwargs)
 
 
 # ------------------------------------------------------------------ the three wire versions

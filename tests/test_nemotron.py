@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, assert_stream_matches, ids, run_stream
+from conftest import FIXTURES, agreeing
 
 import streamparse
 from streamparse import Message, parse
@@ -21,12 +21,7 @@ PROMPT = (FIXTURES / FMT / "nano_v2_reasoning_two_calls.prompt").read_text()
 
 def both_modes(text: str, **options: object) -> Message:
     """parse(), and 1-character streams in both emit modes, agree; the parsed message is returned."""
-    parsed = parse(text, FMT, id_factory=ids, **options)  # type: ignore[arg-type]
-    for emit in ("validated", "progressive"):
-        folded, streamed = run_stream(list(text), format=FMT, emit_calls=emit, id_factory=ids, **options)
-        assert streamed == parsed
-        assert_stream_matches(folded, parsed)
-    return parsed
+    return agreeing(text, FMT, **options)
 
 
 def test_reasoning_content_and_two_calls_after_a_thinking_prompt() -> None:

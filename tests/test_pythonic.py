@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import assert_stream_matches, ids, run_stream
+from conftest import agreeing
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,12 +24,8 @@ FMT = "pythonic"
 
 
 def read(text: str, **options: object) -> Message:
-    parsed = streamparse.parse(text, FMT, id_factory=ids, **options)  # type: ignore[arg-type]
-    for emit in ("validated", "progressive"):
-        folded, streamed = run_stream(list(text), format=FMT, emit_calls=emit, id_factory=ids, **options)
-        assert streamed == parsed
-        assert_stream_matches(folded, parsed)
-    return parsed
+    """parse(text), checked against 1-character streams in both emit modes."""
+    return agreeing(text, FMT, **options)
 
 
 def calls(message: Message) -> list[tuple[str, dict[str, object]]]:
