@@ -1,7 +1,8 @@
 """streamparse: model output → a structured chat message, while it streams.
 
-Reasoning blocks and tool-call envelopes of open-weight models (Hermes/Qwen, Qwen3-Coder,
-DeepSeek, Mistral) are read by one incremental engine; any chunking gives the same result.
+Reasoning blocks and tool-call envelopes of open-weight models (Hermes/Qwen, Qwen3-Coder, DeepSeek,
+Mistral, gpt-oss, GLM, Kimi, MiniMax, Seed, Llama, Granite, Command R7B, Nemotron, Apertus) are read
+by one incremental engine from format declarations; any chunking gives the same result.
 """
 
 from __future__ import annotations
