@@ -204,3 +204,39 @@ def test_token_bytes_are_decoded_incrementally_across_tokens(emit: str) -> None:
     assert (message.reasoning, message.content) == ("R", "天气")
     assert [c.arguments for c in message.tool_calls] == [{"城": "巴黎"}]
     assert_stream_matches(fold(deltas), message)
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMAT_NAMES if get_format(f).wrappers])
+def test_max_call_chars_bounds_what_a_call_wrapper_holds_before_its_first_call(fmt: str) -> None:
+    """A wrapper opener followed by a runaway text with no call keeps at most max_call_chars of it,
+    reports it while it waits (held_back), and ends as a rejection or as content."""
+    wrapper = get_format(fmt).wrappers[0]
+    junk = "a" * 200_000
+    parser = streamparse.StreamParser(fmt, max_call_chars=1000)
+    held = 0
+    for i in range(0, len(junk), 1000):
+        parser.feed(junk[i:i + 1000] if i else wrapper.openers[0] + junk[:1000])
+        held = max(held, parser.held_back)
+    parser.close()
+    message = parser.message
+    kept = sum(len(r.raw) for r in message.rejected) + len(message.content)
+    if wrapper.text_is_content:  # the text is content as it arrives: nothing to hold; the cut-off block is truncated
+        assert message.content == junk and [(r.status, r.raw) for r in message.rejected] == [
+            ("truncated", wrapper.openers[0])]
+    else:
+        assert [r.status for r in message.rejected] == ["too_long"] and kept <= 1000 + 40
+        assert 1000 <= held <= 1100  # what it holds is reported, and bounded
+
+
+def test_a_long_run_of_held_whitespace_is_kept_in_few_pieces() -> None:
+    """Whitespace whose role is unknown costs about a byte a character, whatever the chunking."""
+    parser = streamparse.StreamParser("hermes")
+    parser.feed("Hello")
+    for _ in range(100_000):
+        parser.feed(" ")
+    region = parser._output.content
+    assert region.pending_length == 100_000 and len(region.pending_ws) <= 17  # O(log n) pieces
+    assert parser.held_back == 100_000
+    parser.feed("world")
+    parser.close()
+    assert parser.message.content == "Hello" + " " * 100_000 + "world"
