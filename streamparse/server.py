@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import httpx
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -223,8 +224,11 @@ def create_app(config: ServerConfig) -> Starlette:
             prepared = _prepare(config, body)
             if prepared.stream:
                 response = await open_upstream(prepared)
+                # The background task closes the upstream stream however the response ends, also when the
+                # client went away before the first byte (then the generator never ran its finally).
                 return StreamingResponse(stream_answer(prepared, response), media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                                         background=BackgroundTask(response.aclose))
             response = await open_upstream(prepared)
             try:
                 completion = json.loads(await response.aread())
