@@ -458,13 +458,20 @@ def _check_list(tools: object) -> None:
                         "{'name', 'parameters'} dicts), a streamparse.Tools, or None")
 
 
-def _names(tools: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
-    """The tool names in order: the cache's key, cheap to compute; equal content is checked after."""
-    names = []
-    for tool in tools:
+def _name_of(tool: Any) -> Any:
+    if type(tool) is dict:  # what a decoded request holds: no abstract-class check
+        inner = tool.get("function", tool)
+    else:
         inner = tool.get("function", tool) if isinstance(tool, Mapping) else None
-        names.append(inner.get("name") if isinstance(inner, Mapping) else None)
-    return tuple(names)
+    return inner.get("name") if type(inner) is dict or isinstance(inner, Mapping) else None
+
+
+def _names(tools: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+    """The cache's key: the list's length and its first and last tool names, cheap to compute
+    whatever the list's size; equal content is checked after (`_Cached.matches`)."""
+    if not tools:
+        return (0,)
+    return len(tools), _name_of(tools[0]), _name_of(tools[-1])
 
 
 def _typed_scalars(value: Any) -> bool:

@@ -232,3 +232,20 @@ def test_typing_with_a_ref_at_the_top(fmt: str) -> None:
         "type": "object", "properties": {"limit": {"type": "integer"}, "where": {"type": "object"}}}}}}]
     message = outcome(wire(fmt, {"limit": 3, "where": {"a": [1]}}), fmt, tools)
     assert [c.arguments for c in message.tool_calls] == [{"limit": 3, "where": {"a": [1]}}]
+
+
+def test_lists_that_share_their_cache_key_are_still_told_apart() -> None:
+    """The cache is keyed by length and first/last names; content decides, so a list that differs in
+    the middle is compiled for itself, and each list validates by its own schemas."""
+    from streamparse.validation import compiled_tools
+
+    def tools(middle: str) -> list[dict[str, Any]]:
+        return [{"name": "a", "parameters": {}}, {"name": "m", "parameters": {"type": "object", "properties": {
+            "x": {"type": middle}}}}, {"name": "z", "parameters": {}}]
+
+    strings, numbers = compiled_tools(tools("string")), compiled_tools(tools("integer"))
+    assert strings is not numbers
+    assert compiled_tools(tools("string")) is not numbers
+    call = '<tool_call>{"name": "m", "arguments": {"x": 1}}</tool_call>'
+    assert [r.status for r in streamparse.parse(call, tools=tools("string")).rejected] == ["schema_violation"]
+    assert streamparse.parse(call, tools=tools("integer")).rejected == []
