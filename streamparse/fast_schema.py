@@ -78,6 +78,29 @@ Search = Callable[[str, str], bool]  # (pattern, text) -> whether it matches: th
 Unique = Callable[[list[Any]], bool]  # whether an array's items are unique: the validator's own check
 
 
+def _all_of(checks: list[Check]) -> Check:
+    """One check that passes when every one of `checks` does (no generator per instance node)."""
+    if not checks:
+        return lambda v: True
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda v: first(v) and second(v)
+    if len(checks) == 3:
+        first, second, third = checks
+        return lambda v: first(v) and second(v) and third(v)
+    every = tuple(checks)
+
+    def check(v: Any) -> bool:
+        for one in every:  # noqa: SIM110 (a loop: no generator per instance node)
+            if not one(v):
+                return False
+        return True
+
+    return check
+
+
 class _Compiler:
     def __init__(self, root: Any, search: Search | None, unique: Unique | None) -> None:
         self.root = root
@@ -98,11 +121,7 @@ class _Compiler:
         for key in schema:
             if key in _SUPPORTED:
                 checks.append(getattr(self, "_" + key.lstrip("$"))(schema[key], schema))
-        if not checks:
-            return lambda v: True
-        if len(checks) == 1:
-            return checks[0]
-        return lambda v: all(check(v) for check in checks)
+        return _all_of(checks)
 
     # ----------------------------------------------------------------- keywords
 
@@ -128,8 +147,15 @@ class _Compiler:
             raise _Unsupported("properties")
         compiled = {key: self.compile(sub) for key, sub in value.items()}
 
+        pairs = tuple(compiled.items())
+
         def check(v: Any) -> bool:
-            return not isinstance(v, dict) or all(sub(v[key]) for key, sub in compiled.items() if key in v)
+            if type(v) is not dict:
+                return True
+            for key, sub in pairs:  # noqa: SIM110 (a loop: no generator per instance node)
+                if key in v and not sub(v[key]):
+                    return False
+            return True
 
         return check
 
@@ -201,8 +227,7 @@ class _Compiler:
         return [self.compile(sub) for sub in value]
 
     def _allOf(self, value: Any, schema: Mapping[str, Any]) -> Check:
-        subs = self._subschemas(value)
-        return lambda v: all(sub(v) for sub in subs)
+        return _all_of(self._subschemas(value))
 
     def _anyOf(self, value: Any, schema: Mapping[str, Any]) -> Check:
         subs = self._subschemas(value)
