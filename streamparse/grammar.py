@@ -157,6 +157,14 @@ def _python_value(text: str, pos: int, cache: Any, error: Any, grammar: Any) -> 
     return None if end is None else Node(grammar["py_value"], text, pos, end)
 
 
+def _raw_python_value(text: str, pos: int, cache: Any, error: Any, grammar: Any) -> Node | None:
+    """`py_value` where single-quoted strings are raw (`load_grammar(name, raw_single_quotes=True)`)."""
+    from .python_literals import value_end
+
+    end = value_end(text, pos, raw_single_quotes=True)
+    return None if end is None else Node(grammar["py_value"], text, pos, end)
+
+
 def grammar_dir() -> Path:
     """Where the grammar files are: inside the installed package, or `formats/` of the source tree."""
     installed = _PACKAGE / "_grammars"
@@ -166,11 +174,12 @@ def grammar_dir() -> Path:
 
 
 @cache
-def load_grammar(name: str) -> Grammar:
+def load_grammar(name: str, raw_single_quotes: bool = False) -> Grammar:
     """The grammar in `formats/<name>.peg`, built once per process.
 
     A line `# include FRAGMENT` appends the rules of `formats/FRAGMENT.peg` (shared rule text, such
-    as the JSON call object, is written once)."""
+    as the JSON call object, is written once). With `raw_single_quotes`, the `py_value` terminal
+    reads single-quoted strings raw (`python_literals`: they end at the next `'`)."""
     text = (grammar_dir() / f"{name}.peg").read_text(encoding="utf-8")
     for fragment in _INCLUDE.findall(text):
         text += "\n" + (grammar_dir() / f"{fragment}.peg").read_text(encoding="utf-8")
@@ -179,5 +188,5 @@ def load_grammar(name: str) -> Grammar:
         json_value=_json_rule("json_value", None),
         json_string=_json_rule("json_string", str),
         json_object=_json_rule("json_object", dict),
-        py_value=_python_value,
+        py_value=_raw_python_value if raw_single_quotes else _python_value,
     )

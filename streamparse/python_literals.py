@@ -6,8 +6,14 @@ lists) and dicts with string keys. Anything else (a name, a call, an expression,
 unpacking, sets, bytes, a number too large for a double, a lone surrogate, a key written twice)
 is not a literal: `ValueError` saying what it is.
 
+With `raw_single_quotes` (LFM2.5, whose template writes `'` + text + `'` without escaping), a
+string in single quotes is read raw: it ends at the next `'`, and its backslashes, newlines and tabs
+are kept as written (an inner `'` ends it early, so the value is then not a literal). Strings in
+double quotes keep their escapes.
+
 Cost: `value_end` looks at each character of the value once (one regex jump per quote, bracket
-or separator); `literal` is `ast.parse` of the value's text, linear in it.
+or separator); `literal` is `ast.parse` of the value's text, linear in it (with raw single quotes,
+after one pass that rewrites each raw string as a Python literal of the same text).
 """
 
 from __future__ import annotations
@@ -24,10 +30,14 @@ _OUTSIDE = re.compile(r"""["'()\[\]{},]""")
 _CLOSERS = ")]}"
 
 
-def string_end(text: str, pos: int) -> int | None:
+def string_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
     """Where the Python string whose quote is at `text[pos]` ends (after its closing quote), or
-    None when the text ends first. Triple quotes are read as such; backslashes escape."""
+    None when the text ends first. Triple quotes are read as such; backslashes escape (except in a
+    raw single-quoted string, which ends at the next `'`)."""
     quote = text[pos]
+    if raw_single_quotes and quote == "'":
+        end = text.find("'", pos + 1)
+        return None if end == -1 else end + 1
     closing = quote * 3 if text.startswith(quote * 3, pos) else quote
     i = pos + len(closing)
     pattern = re.compile(r"\\|" + re.escape(closing))
@@ -41,7 +51,7 @@ def string_end(text: str, pos: int) -> int | None:
         return match.end()
 
 
-def value_end(text: str, pos: int) -> int | None:
+def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
     """Where the expression starting at `text[pos]` ends: at the first `,` or closing bracket
     outside strings and brackets, or the end of the text. None when it is empty or unbalanced."""
     depth = 0
@@ -53,7 +63,7 @@ def value_end(text: str, pos: int) -> int | None:
             break
         char = match.group()
         if char in "\"'":
-            after = string_end(text, match.start())
+            after = string_end(text, match.start(), raw_single_quotes)
             if after is None:
                 return None
             i = after
@@ -71,13 +81,37 @@ def value_end(text: str, pos: int) -> int | None:
     return end if depth == 0 and text[pos:end].strip() else None
 
 
-def literal(text: str) -> Any:
+def literal(text: str, raw_single_quotes: bool = False) -> Any:
     """The value of a Python (or JSON-spelled) literal; `ValueError` when it is not one."""
+    if raw_single_quotes:
+        text = _escaped(text)
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, MemoryError) as error:
         raise ValueError(f"not a Python literal: {getattr(error, 'msg', error)}") from None
     return _value(tree.body)
+
+
+_QUOTE = re.compile("[\"']")
+
+
+def _escaped(text: str) -> str:
+    """`text` with every raw single-quoted string rewritten as a Python literal of the same text
+    (double-quoted strings are left as written); `ValueError` for a string that does not close."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        match = _QUOTE.search(text, pos)
+        if match is None:
+            out.append(text[pos:])
+            return "".join(out)
+        start = match.start()
+        end = string_end(text, start, raw_single_quotes=True)
+        if end is None:
+            raise ValueError("not a Python literal: a string that does not close")
+        out.append(text[pos:start])
+        out.append(repr(text[start + 1: end - 1]) if match.group() == "'" else text[start:end])
+        pos = end
 
 
 def _value(node: ast.AST) -> Any:

@@ -134,6 +134,10 @@ class EnvelopeSpec:
 
     openers: tuple[str, ...]
     body: BodyKind
+    # An envelope whose body holds no call by its kind's reading (`parse` returns `[]`: an empty
+    # list, LFM2's `[]`) is framing: no call, no rejection. Otherwise it is rejected `invalid_json`
+    # (`truncated` when the output ended inside it) as "no call in the envelope".
+    no_call_is_framing: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ progressive streamer and its grammar rules, and used by every format whose calls
   (gpt-oss harmony).
 - `pythonic`: Python calls with keyword literals, `[f(a=1), g()]` or one `NAME.call(…)` (pythonic
   lists, Llama 3.1 built-ins);
-- `code_call`: the whole body is one string argument of a fixed tool (Llama 3.1's `python` code).
+- `code_call`: the whole body is one string argument of a fixed tool (Llama 3.1's `python` code);
+- `first_character`: one of several declared kinds, chosen by the body's first characters (LFM2:
+  a pythonic list or JSON call objects).
 
 A format names its kind in its declaration (`EnvelopeSpec(openers, body=Kind(...))`) with the
 kind's data (grammar, tags, markers); it brings no reader of its own.
@@ -18,6 +20,7 @@ kind's data (grammar, tags, markers); it brings no reader of its own.
 
 from __future__ import annotations
 
+from .first_character import FirstCharacter
 from .header_json import HeaderJson
 from .json_arguments import JsonArguments
 from .json_call import JsonCall
@@ -25,6 +28,8 @@ from .pythonic import CodeCall, PythonicCalls
 from .tagged_params import TaggedParams
 
 BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams,
-              "json_arguments": JsonArguments, "pythonic": PythonicCalls, "code_call": CodeCall}
+              "json_arguments": JsonArguments, "pythonic": PythonicCalls, "code_call": CodeCall,
+              "first_character": FirstCharacter}
 
-__all__ = ["BODY_KINDS", "CodeCall", "HeaderJson", "JsonArguments", "JsonCall", "PythonicCalls", "TaggedParams"]
+__all__ = ["BODY_KINDS", "CodeCall", "FirstCharacter", "HeaderJson", "JsonArguments", "JsonCall", "PythonicCalls",
+           "TaggedParams"]

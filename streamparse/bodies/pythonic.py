@@ -8,7 +8,10 @@ Rules, for every format of this kind:
   `*`/`**` unpacking or a value that is not a literal makes that call `invalid_json`; arguments
   are never mapped positionally onto a schema. `arguments_json` is `json.dumps(arguments)`.
 - a list cut off by the end of the output keeps its complete calls; the rest is `truncated`
-  (the Nemo-list rule); a missing `]` alone is tolerated. `[]` holds no call.
+  (the Nemo-list rule); a missing `]` alone is tolerated. `[]` holds no call. Text after the `]`
+  (in an envelope that runs to a closer) is one rejection after the list's calls.
+- `raw_single_quotes` (LFM2.5): strings in single quotes are read raw, as its template writes them
+  (`python_literals`): they end at the next `'`, backslashes and newlines kept.
 
 Cost: the scanner looks at each character once (one regex jump per quote, backslash or bracket);
 the grammar (`formats/<grammar>.peg`, rule `call`) reads each call once, each value's text is
@@ -36,12 +39,14 @@ from ..validation import ToolSet
 _SPACE = re.compile(r"[ \t\r\n]*")
 _OUTSIDE = re.compile(r"""["'()\[\]{}]""")
 _IN_STRING = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+_IN_RAW_STRING = {'"': _IN_STRING['"'], "'": re.compile("'")}
 
 
 class _Walker:
     """Brackets and strings of Python text fed in pieces: the depth at each structural character."""
 
-    def __init__(self) -> None:
+    def __init__(self, raw_single_quotes: bool = False) -> None:
+        self._in_string = _IN_RAW_STRING if raw_single_quotes else _IN_STRING
         self.depth = 0
         self.quote = ""  # inside a string opened by this quote
         self.escaped = False  # a piece ended with a backslash inside a string
@@ -56,7 +61,7 @@ class _Walker:
             pos += 1
         while True:
             if self.quote:
-                match = _IN_STRING[self.quote].search(text, pos)
+                match = self._in_string[self.quote].search(text, pos)
                 if match is None:
                     return None
                 if match.group() == "\\":
@@ -88,8 +93,8 @@ class BracketScanner:
     """Ends where the first bracketed group closes (`[…]` of a list, `(…)` of one call), outside
     Python strings; what follows is the enclosing region's."""
 
-    def __init__(self) -> None:
-        self._walker = _Walker()
+    def __init__(self, raw_single_quotes: bool = False) -> None:
+        self._walker = _Walker(raw_single_quotes)
 
     def scan(self, text: str, pos: int) -> ScanResult:
         walker = self._walker
@@ -116,15 +121,16 @@ class PythonicCalls:
     """The `pythonic` body kind. `grammar` names `formats/<grammar>.peg` (its `call` rule);
     `listed`: the calls are in a `[…]` list (else the body is one call); `name_suffix` is taken off
     each call's name and required (`.call` for Llama 3.1 built-ins); `tag` names the envelope in
-    error messages."""
+    error messages; `raw_single_quotes`: strings in single quotes are raw (LFM2.5)."""
 
     grammar: str = "pythonic"
     tag: str = "the call list"
     listed: bool = True
     name_suffix: str = ""
+    raw_single_quotes: bool = False
 
     def scanner(self) -> BracketScanner:
-        return BracketScanner()
+        return BracketScanner(self.raw_single_quotes)
 
     def streamer(self, tools: ToolSet) -> PythonicStreamer:
         return PythonicStreamer(self)
@@ -140,8 +146,8 @@ class PythonicCalls:
                 return [Rejection(INVALID_JSON, [f"{self.tag} does not start with '['"])]
             pos = _SPACE.match(body, pos + 1).end()  # type: ignore[union-attr]
             if body.startswith("]", pos):
-                return []
-        rule = load_grammar(self.grammar)["call"]
+                return self._after_list(body, pos + 1, envelope.complete, [])
+        rule = load_grammar(self.grammar, self.raw_single_quotes)["call"]
         results: list[CallResult] = []
         while True:
             try:
@@ -160,15 +166,24 @@ class PythonicCalls:
             if body.startswith(",", pos):
                 pos = _SPACE.match(body, pos + 1).end()  # type: ignore[union-attr]
                 if body.startswith("]", pos):
-                    break
+                    return self._after_list(body, pos + 1, envelope.complete, results)
                 if pos == len(body) and not envelope.complete:
                     break
                 continue
             if body.startswith("]", pos):
-                break
+                return self._after_list(body, pos + 1, envelope.complete, results)
             results.append(Rejection(INVALID_JSON, [f"unexpected text after a call at character {pos}: "
                                                     f"{body[pos:pos + 30]!r}"]))
             break
+        return results
+
+    def _after_list(self, body: str, pos: int, complete: bool, results: list[CallResult]) -> list[CallResult]:
+        """The calls of a closed list, and a rejection for any text after its `]` (in an envelope that
+        runs on to a closer): `truncated` when the output ended inside the envelope."""
+        rest = body[pos:].strip()
+        if rest:
+            status = INVALID_JSON if complete else TRUNCATED
+            results.append(Rejection(status, [f"text after the ']' of {self.tag}: {rest[:30]!r}"]))
         return results
 
     def read_call(self, node: Node) -> CallResult:
@@ -186,7 +201,7 @@ class PythonicCalls:
             if keyword in arguments:
                 return Rejection(INVALID_JSON, [f"{name}: the argument {keyword!r} is written twice"], name=name)
             try:
-                arguments[keyword] = literal(argument.children[4].text)
+                arguments[keyword] = literal(argument.children[4].text, self.raw_single_quotes)
             except (ValueError, RecursionError) as error:
                 return Rejection(INVALID_JSON, [f"{name}.{keyword}: {error}"], name=name)
         arguments_json = json.dumps(arguments, ensure_ascii=False)
@@ -208,7 +223,7 @@ class PythonicStreamer:
     def __init__(self, kind: PythonicCalls) -> None:
         self._kind = kind
         self._level = 1 if kind.listed else 0  # bracket depth at which calls are written
-        self._walker = _Walker()
+        self._walker = _Walker(kind.raw_single_quotes)
         self._between: list[str] = []  # text since the last call (or the start), before a `NAME(`
         self._call: list[str] = []  # text of the call being written, from its name on
         self._in_call = False
@@ -247,7 +262,7 @@ class PythonicStreamer:
         self._in_call = False
         self._call = []
         try:
-            node = load_grammar(self._kind.grammar)["call"].match(text.strip())
+            node = load_grammar(self._kind.grammar, self._kind.raw_single_quotes)["call"].match(text.strip())
             result = self._kind.read_call(node) if node.end == len(text.strip()) else None
         except (ParseError, RecursionError):
             result = None

@@ -564,7 +564,7 @@ class StreamParser:
             results = [Rejection(TOO_LONG, [
                 f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
                 "raw holds its first max_call_chars characters"])]
-        if not results:
+        if not results and not (envelope.spec.no_call_is_framing and not envelope.too_long):
             results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
         self._settler.settle(results, finished, envelope.position)
         if envelope.wrapped and self._wrapper is not None:

@@ -1,0 +1,111 @@
+"""Body kind `first_character`: the body is read by one of several declared kinds, chosen by how it
+begins after whitespace (LFM2: `[NAME(` is a pythonic list, `{` or `[` then `{` is JSON).
+
+Rules, for every format of this kind:
+- `choices` are `(pattern, kind)` pairs, tried in order at the first non-space character of the
+  body: the first pattern that matches there chooses the kind (a pattern is a `regex` expression
+  matched at that position; an earlier one that could still match holds the choice back while the
+  body streams). A body that none matches is `invalid_json` (`truncated` when the output ended
+  inside the envelope); an empty one is `invalid_json` (or `truncated`), as for every kind.
+- The envelope ends at the first of `closers` (consumed) or `stops` (left for the enclosing region),
+  wherever it is, inside a string or not: the closers are special tokens (`<|tool_call_end|>`), an
+  unconditional boundary whichever kind reads the body; in token-aware mode a closer written as
+  text is not one (the engine blanks look-alikes before the scanner sees them). The chosen kind's
+  own scanner is not used; its `parse` reads the body, its streamer streams it.
+
+Cost: the scanner is one delimiter search per chunk (`scanning.TagScanner`); the streamer holds
+the body's first characters until the choice is made (at most `_LEAD_LIMIT` of them; past that it
+streams nothing and the calls are sent whole when the envelope ends), then hands every piece to the
+chosen kind's streamer once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import regex  # type: ignore[import-untyped]
+
+from ..scanning import TagScanner
+from ..spec import BodyKind, CallResult, CallStreamer, Envelope, Rejection, StreamEvent
+from ..types import INVALID_JSON, TRUNCATED
+from ..validation import ToolSet
+
+_SPACE = re.compile(r"[ \t\r\n]*")
+_LEAD_LIMIT = 1024
+
+
+@dataclass(frozen=True)
+class FirstCharacter:
+    """The `first_character` body kind: `choices` (pattern, kind) by how the body begins after
+    whitespace; `closers`/`stops` end the envelope; `tag` names the envelope in error messages."""
+
+    choices: tuple[tuple[str, BodyKind], ...]
+    closers: tuple[str, ...]
+    tag: str
+    stops: tuple[str, ...] = ()
+
+    def scanner(self) -> TagScanner:
+        return TagScanner(self.closers, self.stops)
+
+    def streamer(self, tools: ToolSet) -> FirstCharacterStreamer:
+        return FirstCharacterStreamer(self, tools)
+
+    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+        body = envelope.body
+        if not body.strip():
+            if not envelope.complete:
+                return [Rejection(TRUNCATED, [f"the output ended right after {self.tag}"])]
+            return [Rejection(INVALID_JSON, [f"empty {self.tag} envelope"])]
+        _, kind = self.choose(body, partial=False)
+        if kind is None:
+            status = INVALID_JSON if envelope.complete else TRUNCATED
+            start = _SPACE.match(body).end()  # type: ignore[union-attr]
+            return [Rejection(status, [f"not a call after {self.tag}: {body[start:start + 30]!r}"])]
+        return kind.parse(envelope, tools)
+
+    def choose(self, body: str, partial: bool) -> tuple[bool, BodyKind | None]:
+        """Whether the kind `body` is read by is decided (with `partial`, more text could still
+        change it), and that kind (None when no pattern matches)."""
+        start = _SPACE.match(body).end()  # type: ignore[union-attr]
+        if start == len(body):
+            return not partial, None
+        for pattern, kind in self.choices:
+            match = _compiled(pattern).match(body, start, partial=partial)
+            if match is not None:
+                return (False, None) if match.partial else (True, kind)
+        return True, None
+
+
+@cache
+def _compiled(pattern: str) -> Any:
+    return regex.compile(pattern)
+
+
+class FirstCharacterStreamer:
+    """Progressive mode: the body's first characters are held until they choose a kind, then they
+    and every later piece go to that kind's streamer."""
+
+    def __init__(self, kind: FirstCharacter, tools: ToolSet) -> None:
+        self._kind = kind
+        self._tools = tools
+        self._held: list[str] = []
+        self._chosen: CallStreamer | None = None
+        self._done = False  # chosen (or given up): nothing more is held
+
+    def feed(self, body: str) -> list[StreamEvent]:
+        if self._done:
+            return self._chosen.feed(body) if self._chosen is not None and body else []
+        self._held.append(body)
+        text = "".join(self._held)
+        self._held = [text]
+        decided, kind = self._kind.choose(text, partial=True)
+        if not decided:
+            if len(text) > _LEAD_LIMIT:  # not decided in view: no progressive fragments
+                self._done, self._held = True, []
+            return []
+        self._done, self._held = True, []
+        self._chosen = kind.streamer(self._tools) if kind is not None else None
+        return self._chosen.feed(text) if self._chosen is not None else []
