@@ -194,7 +194,8 @@ def compare_section(
                         "ours progressive", "ours/theirs", "parse_response ms", "parse() ms", "ours/theirs",
                         "same result"], rows), file=out)
     if missing:
-        print(f"no response template for: {', '.join(missing)} (add bench/templates/<format>.json)", file=out)
+        for name in missing:
+            print(f"no response template for: {name} ({peer.INEXPRESSIBLE[name]})", file=out)
 
 
 def worst_section(plan: Plan, out: TextIO, findings: Findings) -> None:
