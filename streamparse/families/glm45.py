@@ -62,7 +62,7 @@ GLM45 = FormatSpec(
     reasoning=(THINK,),
     envelopes=(EnvelopeSpec(openers=(CALL_OPENER,), body=BODY),),
     render=render,
-    reserved=ARG_TAGS,
+    reserved=(*ARG_TAGS, CALL_CLOSER),  # a value holding one cannot be written back (XML has no escaping)
     untyped_values=True,
     # Single added tokens of the GLM-4.5 vocabulary. The argument tags are read as text by the body
     # whatever their tokenization (FORMATS.md); declaring them only keeps look-alikes from the scanner.
