@@ -88,7 +88,7 @@ def call_from_members(members: list[tuple[str, Any, str]], name_keys: tuple[str,
     if len(fields) < len(members):
         seen: set[str] = set()
         twice = next(key for key, _, _ in members if key in seen or seen.add(key))  # type: ignore[func-returns-value]
-        return Rejection(INVALID_JSON, [f"$.{twice}: the member is written twice"])
+        return Rejection(INVALID_JSON, [f"$: the call object has {twice!r} more than once"])
     name = next((value for key, value, _ in members if key in name_keys), None)
     if not isinstance(name, str) or not name.strip():
         return Rejection(INVALID_JSON, [f'$.{name_keys[0]}: the call object has no "{name_keys[0]}" string'])

@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import streamparse
-from streamparse import Delta, Message, StreamParser, Token, ToolCall, ToolCallDelta
+from streamparse import Delta, Message, StreamParser, Token, ToolCall, ToolCallDelta, json_reader
 from streamparse.families import mistral
-from streamparse.families.mistral import ToolCallsReader, render_call_id, render_nemo
+from streamparse.families.mistral import render_call_id, render_nemo
 from streamparse.registry import get_format
 from streamparse.testing import messages, splittings, text_for
 
@@ -257,7 +257,7 @@ def test_a_broken_element_keeps_the_calls_before_it_and_the_rest_runs_to_the_nex
 
 
 @pytest.mark.parametrize(("element", "error"), [
-    ("5", "$[1]: a call must be a JSON object with a name, got a number"),
+    ("5", "$[1]: a call must be a JSON object, got a number"),  # the json_call kind's wording
     ('{"arguments": {}}', '$[1].name: the call object has no "name" string'),
     ('{"name": "g", "arguments": [1]}', "$[1].arguments: arguments must be a JSON object, got list"),
     ('{"name": "g", "name": "h", "arguments": {}}', "$[1]: the call object has 'name' more than once"),
@@ -484,11 +484,11 @@ def _json_texts() -> st.SearchStrategy[str]:
 
 def _scan_all(body: str, cuts: list[int]) -> tuple[int | None, bool]:
     """Where a reader fed `body` in pieces ends it (None: it goes on), and whether it broke off."""
-    reader, carry, done = ToolCallsReader(), "", 0
+    reader, carry, done = mistral.BODY._value_scanner(), "", 0
     edges = [0, *sorted({c for c in cuts if 0 < c < len(body)}), len(body)]
     for a, b in itertools.pairwise(edges):
         text = carry + body[a:b]
-        result = reader.scan(text)
+        result = reader.scan(text, 0)
         if result.end is not None:
             return done + result.end, reader.broken
         done += result.safe
@@ -558,7 +558,7 @@ def test_any_mistral_like_text_parses_the_same_under_any_chunking_and_loses_noth
 def test_the_json_decoder_reads_each_character_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whole containers are skimmed by the C decoder; failed tries stop once they cost twice the piece."""
     looked = [0]
-    real = mistral.DECODER
+    real = json_reader.DECODER
 
     class Counting:
         def raw_decode(self, text: str, pos: int) -> tuple[Any, int]:
@@ -570,7 +570,7 @@ def test_the_json_decoder_reads_each_character_a_bounded_number_of_times(monkeyp
             looked[0] += end - pos
             return value, end
 
-    monkeypatch.setattr(mistral, "DECODER", Counting())
+    monkeypatch.setattr(json_reader, "DECODER", Counting())
     deep = "[" * 3000 + "]" * 3000
     rows = json.dumps([{"id": i, "tags": [[1], [2]], "s": "x" * (i % 7)} for i in range(600)])
     for value in (deep, rows, '{"a": ' + deep + "}"):

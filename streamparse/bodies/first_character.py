@@ -12,8 +12,14 @@ Rules, for every format of this kind:
   unconditional boundary whichever kind reads the body; in token-aware mode a closer written as
   text is not one (the engine blanks look-alikes before the scanner sees them). The chosen kind's
   own scanner is not used; its `parse` reads the body, its streamer streams it.
+- With `value_lead` (a grammar and the name of a regex rule in it), the envelope ends instead where
+  the JSON value after that lead ends, checked as JSON while it streams, or at a stop written
+  between JSON tokens; from a lead or value that cannot be a call it runs to the next stop or the
+  end (`json_reader.JsonValueScanner`; Mistral's `[TOOL_CALLS]`). A body the output cut off after
+  it could no longer be a call is read as complete: its call is `invalid_json`, not `truncated`.
 
-Cost: the scanner is one delimiter search per chunk (`scanning.TagScanner`); the streamer holds
+Cost: the scanner is one delimiter search per chunk (`scanning.TagScanner`; with `value_lead`,
+one walk of the body, costed in `json_reader.py`); the streamer holds
 the body's first characters until the choice is made (at most `_LEAD_LIMIT` of them; past that it
 streams nothing and the calls are sent whole when the envelope ends), then hands every piece to the
 chosen kind's streamer once.
@@ -22,13 +28,15 @@ chosen kind's streamer once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 import regex  # type: ignore[import-untyped]
 
-from ..scanning import TagScanner
+from ..grammar import load_grammar
+from ..json_reader import JsonValueScanner
+from ..scanning import EnvelopeScanner, TagScanner
 from ..spec import BodyKind, CallResult, CallStreamer, Envelope, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -46,9 +54,18 @@ class FirstCharacter:
     closers: tuple[str, ...]
     tag: str
     stops: tuple[str, ...] = ()
+    # (grammar, rule): the envelope ends where the JSON value after this regex rule's lead ends.
+    value_lead: tuple[str, str] | None = None
 
-    def scanner(self) -> TagScanner:
+    def scanner(self) -> EnvelopeScanner:
+        if self.value_lead is not None:
+            return self._value_scanner()
         return TagScanner(self.closers, self.stops)
+
+    def _value_scanner(self) -> JsonValueScanner:
+        assert self.value_lead is not None
+        grammar, rule = self.value_lead
+        return JsonValueScanner(self.stops, load_grammar(grammar)[rule].re.pattern)
 
     def streamer(self, tools: ToolSet) -> FirstCharacterStreamer:
         return FirstCharacterStreamer(self, tools)
@@ -59,6 +76,11 @@ class FirstCharacter:
             if not envelope.complete:
                 return [Rejection(TRUNCATED, [f"the output ended right after {self.tag}"])]
             return [Rejection(INVALID_JSON, [f"empty {self.tag} envelope"])]
+        if self.value_lead is not None and not envelope.complete:
+            scanner = self._value_scanner()
+            # The body ended, or could no longer be a call, before the output did.
+            if scanner.scan(body, 0).end is not None or scanner.broken:
+                envelope = replace(envelope, complete=True)
         _, kind = self.choose(body, partial=False)
         if kind is None:
             status = INVALID_JSON if envelope.complete else TRUNCATED

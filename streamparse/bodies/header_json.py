@@ -2,7 +2,8 @@
 object that is its arguments (DeepSeek R1 / V3 / V3.1, Kimi K2; gpt-oss has the same shape).
 
 A format declares its grammar (`formats/<grammar>.peg` with the rules `body`, `header`, `name`,
-`lead`, `trail`), the markers that end the header in turn, and the envelope's closers and stops.
+`lead`, `trail`, and optionally `call_id`, a marker and id after the name), the markers that end
+the header in turn, and the envelope's closers and stops.
 A header that holds the model's call id has an `id` rule with the `name` rule inside it (Kimi K2's
 `functions.NAME:IDX`): the id is kept as written (trimmed), the name is what `name` matched. The
 arguments are what the grammar's JSON terminal matched: an object, or, where the grammar allows a
@@ -67,8 +68,8 @@ class _CallVisitor(NodeVisitor):  # type: ignore[misc]
 
     def visit_header(self, node: Node, children: list[Any]) -> Header:
         written = _found(children, _WrittenId)
-        if written is not None:
-            return Header(written.name, written.text or None)
+        if written is not None:  # the name inside the id (Kimi K2), or next to it (Mistral)
+            return Header(written.name or _found(children, str) or "", written.text or None)
         return Header(_found(children, str))
 
     def visit_id(self, node: Node, children: list[Any]) -> _WrittenId:
@@ -90,9 +91,10 @@ _VISITOR = _CallVisitor()
 class _BodyReader:
     """Turns one envelope body into a call with a format's grammar; explains what is wrong if it cannot."""
 
-    def __init__(self, grammar: str, shape: str) -> None:
+    def __init__(self, grammar: str, shape: str, marker: str = "") -> None:
         self._grammar_name = grammar
         self._shape = shape  # how a call starts, for error messages
+        self._marker = marker  # the marker before the arguments, for error messages
 
     @property
     def grammar(self) -> Grammar:
@@ -111,15 +113,16 @@ class _BodyReader:
             header = self._header(body)
             name, call_id = (header.name, header.id) if header is not None and header.name else (None, None)
             if not envelope.complete:
-                return [Rejection(TRUNCATED, ["the output ended inside the tool call before it was complete"],
-                                  name=name, id=call_id)]
-            return [Rejection(INVALID_JSON, [self._diagnose(body)], name=name, id=call_id)]
+                where = f"inside the arguments of {name!r}" if name else "before the call's arguments"
+                return [Rejection(TRUNCATED, [f"the output ended {where}"], name=name, id=call_id)]
+            return [Rejection(INVALID_JSON, [self._diagnose(body, envelope.opener)], name=name, id=call_id)]
         if not header.name:
             status = TRUNCATED if not envelope.complete else INVALID_JSON
             return [Rejection(status, ["the call has no function name before its arguments"])]
         read = arguments_of(arguments.value, arguments.text)
         if isinstance(read, str):
-            return [Rejection(INVALID_JSON, [read], name=header.name, id=header.id)]
+            return [Rejection(INVALID_JSON, [f"{self._marker}: {read}" if self._marker else read],
+                              name=header.name, id=header.id)]
         return [ParsedCall(header.name, read[0], read[1], header.id)]
 
     def _header(self, body: str) -> Header | None:
@@ -128,20 +131,43 @@ class _BodyReader:
         except ParseError:
             return None
 
-    def _diagnose(self, body: str) -> str:
+    def _diagnose(self, body: str, opener: str) -> str:
         grammar = self.grammar
         try:
             pos = grammar["header"].match(body).end
         except ParseError:
-            return f"the call does not start with {self._shape}"
+            return f"the call does not start with {self._shape}: {self._header_problem(body, opener)}"
         pos = grammar["lead"].match(body, pos).end
         try:
             value, end = DECODER.raw_decode(body, pos)
         except ValueError as error:
             return f"the arguments are not valid JSON: {error}"
+        except RecursionError:
+            return "the arguments are not valid JSON: nested too deeply"
         if not isinstance(value, dict):
             return f"the arguments must be a JSON object, got {type(value).__name__}"
         return f"unexpected text after the arguments at character {end}: {body[end:end + 20]!r}"
+
+    def _header_problem(self, body: str, opener: str) -> str:
+        """What the header lacks, by the grammar's `name` rule read where the header starts."""
+        start = len(body) - len(body.lstrip())
+        grammar = self.grammar
+        try:
+            node = grammar["name"].match(body, start)
+        except ParseError:
+            node = None
+        if node is None or not node.text.strip():
+            return f"expected a tool name after {opener}, found {body[start:start + 20]!r}"
+        where = f"the tool name {node.text.strip()!r}"
+        if "call_id" in grammar:  # the model's id after the name (Mistral's `[CALL_ID]ID`)
+            after = len(body) - len(body[node.end:].lstrip())
+            try:
+                grammar["call_id"].match(body, after)
+                where = "the call id"
+            except ParseError:
+                pass
+        marker = f"{self._marker} and " if self._marker else ""
+        return f"expected {marker}a JSON object after {where}"
 
 
 # ----------------------------------------------------------------- progressive mode
@@ -163,9 +189,10 @@ class JsonAfterHeaderStreamer:
     parsed once each.
     Could move to `streaming.py`: only the grammar and the header ends are the format's."""
 
-    def __init__(self, grammar: str, header_ends: tuple[str, ...]) -> None:
+    def __init__(self, grammar: str, header_ends: tuple[str, ...], ends_at_object: bool = False) -> None:
         self._grammar = load_grammar(grammar)
         self._header_ends = header_ends
+        self._ends_at_object = ends_at_object
         self._phase = _HEADER
         self._step = 0  # which of `header_ends` is looked for
         self._tail = ""  # the end of the text searched so far, which could begin that marker
@@ -191,26 +218,40 @@ class JsonAfterHeaderStreamer:
         marker = self._header_ends[self._step]
         window = self._tail + text
         found = window.find(marker)
+        if self._ends_at_object and self._step == len(self._header_ends) - 1:
+            brace = window.find("{", 0, found if found >= 0 else len(window))
+            if brace >= 0:  # the object follows the header without its last marker
+                return self._header_read(text, brace - len(self._tail), events, text[brace - len(self._tail):])
         if found < 0:
             self._held.append(text)
             keep = len(marker) - 1
             self._tail = window[-keep:] if keep else ""
             return ""
         cut = found + len(marker) - len(self._tail)
+        if self._step + 1 == len(self._header_ends):
+            return self._header_read(text, cut, events)
         self._held.append(text[:cut])
         self._tail = ""
         self._step += 1
-        if self._step == len(self._header_ends):
-            header, self._held = "".join(self._held), []
-            try:
-                read: Header = _VISITOR.visit(self._grammar["header"].parse(header))
-            except ParseError:
-                read = Header("")
-            if not read.name:
-                self._phase = _DONE
-                return ""
-            events.append(CallStart(0, read.name, read.id))
-            self._phase = _LEAD
+        return text[cut:]
+
+    def _header_read(self, text: str, cut: int, events: list[StreamEvent], after: str = "") -> str:
+        """The header ends at `text[cut]`: read it with the grammar (with `after`, the text that
+        follows it, for a rule that looks ahead) and send the call's name and id."""
+        self._held.append(text[:cut])
+        self._tail = ""
+        self._step = len(self._header_ends)
+        header, self._held = "".join(self._held), []
+        try:
+            node = self._grammar["header"].match(header + after[:1])
+            read: Header = _VISITOR.visit(node) if node.end == len(header) else Header("")
+        except ParseError:
+            read = Header("")
+        if not read.name:
+            self._phase = _DONE
+            return ""
+        events.append(CallStart(0, read.name, read.id))
+        self._phase = _LEAD
         return text[cut:]
 
     def _read_lead(self, text: str) -> str:
@@ -282,15 +323,20 @@ class HeaderJson:
     shape: str  # how a call starts, for error messages
     closers: tuple[str, ...]
     stops: tuple[str, ...] = ()
+    # The header also ends right before a `{` written ahead of its last marker (Mistral's `NAME{…}`
+    # without `[ARGS]`; the grammar's `header` rule may look ahead at that `{`).
+    ends_at_object: bool = False
+    # The marker written before the arguments, named in error messages about them (`[ARGS]`).
+    arguments_marker: str = ""
 
     def scanner(self) -> JsonAwareScanner:
         return JsonAwareScanner(self.closers, self.stops)
 
     def streamer(self, tools: ToolSet) -> JsonAfterHeaderStreamer:
-        return JsonAfterHeaderStreamer(self.grammar, self.header_ends)
+        return JsonAfterHeaderStreamer(self.grammar, self.header_ends, self.ends_at_object)
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
-        return _BodyReader(self.grammar, self.shape)(envelope, tools)
+        return _BodyReader(self.grammar, self.shape, self.arguments_marker)(envelope, tools)
 
     def read_header(self, header: str) -> Header | None:
         """A whole header (up to and with its end markers) read with the grammar; None if it is not one."""

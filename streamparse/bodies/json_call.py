@@ -280,7 +280,7 @@ class JsonCall:
             break
         rest = body[pos:]
         if not rest.strip(_JSON_SPACE) and (closed or results):  # a missing `]` after complete calls is tolerated
-            return results or [Rejection(INVALID_JSON, [f"the call list after {self.tag} is empty"])]
+            return results or [Rejection(INVALID_JSON, [f"the call list is empty: no call after {self.tag}"])]
         path = f"$[{len(results)}]" if listed else "$"
         if not complete:
             where = "the call list" if listed else "the call"
@@ -332,6 +332,9 @@ class _Call:
     started: bool = False
     members: int = 0  # keys read so far
     held: list[str] = field(default_factory=list)  # arguments text read before the call could start
+    # The text under a later argument key (`parameters`), sent when the object closes without the first.
+    held_later: list[str] = field(default_factory=list)
+    first_key: bool = False  # the first of `argument_keys` was read
 
 
 class JsonObjectCallStreamer:
@@ -341,7 +344,9 @@ class JsonObjectCallStreamer:
     A call starts when its name string closes; when the format declares `id_keys`, only once its id
     member has been read too, or its object has closed without one (an id may follow the
     arguments). The arguments object is sent as the raw text the model writes, which is exactly the
-    `arguments_json` the final parse keeps; text read before the call starts is held. An arguments
+    `arguments_json` the final parse keeps; text read before the call starts is held, and so is an
+    object under a later argument key (`parameters`) until its call object closes without the first
+    (which would win). An arguments
     value that is a JSON string is not streamed (its final text is the decoded string), nor is
     anything after the object or list. Two elements with no comma between them end the stream: the
     parse rejects what follows, and an element's text must never join another call's fragments.
@@ -442,8 +447,12 @@ class JsonObjectCallStreamer:
                 elif self._base is not None and depth == self._base - 1 and self._call is not None:
                     if self._id_text is not None:
                         self._id_read(events, body[id_from: match.start()])
-                    self._call.closed = True
-                    self._start(self._call, events)
+                    call = self._call
+                    call.closed = True
+                    self._start(call, events)
+                    if call.started and call.held_later and not call.first_key:
+                        events.append(ArgumentsFragment(call.k, "".join(call.held_later)))
+                    call.held_later = []
                 if self._base is not None and depth < (1 if self._listed else self._base):
                     self._done = True
             elif char == "," and at_members:
@@ -531,6 +540,11 @@ class JsonObjectCallStreamer:
         call = self._call
         if not text or call is None:
             return
+        if not self._kind.named_by_key:
+            if self._key != self._kind.argument_keys[0]:  # held: the first key, written later, would win
+                call.held_later.append(text)
+                return
+            call.first_key = True
         if call.started:
             events.append(ArgumentsFragment(call.k, text))
         else:

@@ -1,0 +1,321 @@
+"""One incremental JSON value reader: where a JSON value that streams in pieces ends, checked as
+RFC 8259 JSON while it is read, or the first character that cannot continue it.
+
+`JsonValueReader` reads one top-level value; `JsonValueScanner` is the envelope scanner built on
+it (`scanning.EnvelopeScanner`): an optional lead (a regex matched at the body's start, partially
+while it streams), then the value; the envelope ends where the value ends, or at a stop written
+between JSON tokens; from a lead or value that cannot be a call, it runs to the next stop (or
+the end). Mistral's `[TOOL_CALLS]` body is read with it (`FirstCharacter(value_lead=…)`).
+
+Cost: the value is walked once, with regex jumps over whitespace, string contents, numbers and
+literals; containers that end inside the piece at hand are skimmed by the C decoder (failed tries
+are capped at twice the piece, so the decoder reads each character at most four times and the
+walk once). O(nesting depth) state; the body is never buffered. The only text looked at again is a
+held-back prefix of a stop (shorter than the longest stop), and, while the lead has not ended, the
+lead (at most `LEAD_LIMIT` characters: a longer one is not a call's).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from typing import Any
+
+import regex  # type: ignore[import-untyped]
+
+from .scanning import Delimiters, ScanResult, delimiters_of
+
+LEAD_LIMIT = 256  # characters a lead may take before the value starts
+
+# A run of string content with whole escapes. \x00 may stand in a string: in token-aware mode the
+# engine shows scanners plain-text look-alikes of special tokens quoted inside a value as NULs. A
+# real NUL there still fails the grammar's strict JSON decoder.
+_STRING_RUN = re.compile(r'(?:[^"\\\x01-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER_CHARS = frozenset("0123456789.eE+-")  # after a number: it may still go on (or be broken)
+_DIGITS = re.compile(r"[0-9]*")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_ESCAPES = frozenset('"\\/bfnrt')
+_LITERALS = {"t": "true", "f": "false", "n": "null"}
+_CLOSER_OF = {"{": "}", "[": "]"}
+
+# What comes next between tokens, and the token being read.
+_E_VALUE, _E_VALUE_OR_CLOSE, _E_KEY, _E_KEY_OR_CLOSE, _E_COLON, _E_NEXT = range(6)
+_T_NONE, _T_STRING, _T_ESCAPE, _T_UNICODE, _T_NUMBER, _T_LITERAL = range(6)
+# Number states (RFC 8259 grammar); the terminal ones may end the number.
+_N_MINUS, _N_ZERO, _N_INT, _N_DOT, _N_FRAC, _N_E, _N_E_SIGN, _N_EXP = range(8)
+_N_TERMINAL = frozenset((_N_ZERO, _N_INT, _N_FRAC, _N_EXP))
+
+# What `JsonValueReader.read` found.
+MORE, DONE, STOP, BROKEN = "more", "done", "stop", "broken"
+
+
+def _end_of(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    match = pattern.match(text, pos)
+    return match.end() if match is not None else pos
+
+
+class JsonValueReader:
+    """Reads one JSON value in pieces, whatever the chunking. `read(text, pos)` returns
+    `(what, at)`: `DONE` (the value ends at `at`), `STOP` (a stop starts at `at`, between tokens),
+    `BROKEN` (`text[at]` cannot continue JSON) or `MORE` (`text[at:]` must be given again with
+    more text after it: it could start a stop)."""
+
+    def __init__(self, stops: Delimiters) -> None:
+        self._stops = stops
+        self._stop_firsts = frozenset(s[0] for s in stops.strings)
+        self._stack: list[str] = []
+        self._expect = _E_VALUE
+        self._token = _T_NONE
+        self._key_string = False  # the string being read is an object key
+        self._hex = 0  # hex digits read of a \u escape
+        self._number = _N_MINUS
+        self._literal = ""
+        self._literal_at = 0
+        self._skim_budget = 0  # characters failed decoder tries may still cost in this piece
+
+    def read(self, text: str, pos: int) -> tuple[str, int]:
+        self._skim_budget = 2 * (len(text) - pos)
+        n = len(text)
+        while pos < n:
+            token = self._token
+            if token == _T_STRING:
+                pos = _end_of(_STRING_RUN, text, pos)
+                if pos == n:
+                    break
+                char = text[pos]
+                if char == '"':
+                    pos += 1
+                    self._token = _T_NONE
+                    if self._key_string:
+                        self._expect = _E_COLON
+                    elif self._value_done():
+                        return DONE, pos
+                elif char == "\\":
+                    pos += 1
+                    self._token = _T_ESCAPE
+                else:  # a control character
+                    return BROKEN, pos
+                continue
+            if token == _T_ESCAPE:
+                char = text[pos]
+                if char == "u":
+                    self._token, self._hex = _T_UNICODE, 0
+                elif char in _ESCAPES:
+                    self._token = _T_STRING
+                else:
+                    return BROKEN, pos
+                pos += 1
+                continue
+            if token == _T_UNICODE:
+                if text[pos] not in _HEX:
+                    return BROKEN, pos
+                pos += 1
+                self._hex += 1
+                if self._hex == 4:
+                    self._token = _T_STRING
+                continue
+            if token == _T_NUMBER:
+                pos, broken = self._read_number(text, pos)
+                if broken:
+                    return BROKEN, pos
+                if self._token == _T_NUMBER:  # the text ended inside it
+                    break
+                if self._value_done():
+                    return DONE, pos
+                continue
+            if token == _T_LITERAL:
+                if text[pos] != self._literal[self._literal_at]:
+                    return BROKEN, pos
+                pos += 1
+                self._literal_at += 1
+                if self._literal_at == len(self._literal):
+                    self._token = _T_NONE
+                    if self._value_done():
+                        return DONE, pos
+                continue
+            # Between tokens.
+            pos = _end_of(_JSON_SPACE, text, pos)
+            if pos == n:
+                break
+            char = text[pos]
+            if char in self._stop_firsts:
+                if self._stops.starting(text, pos) is not None:
+                    return STOP, pos
+                if self._stops.is_prefix(text, pos):
+                    return MORE, pos
+            expect = self._expect
+            if expect <= _E_VALUE_OR_CLOSE:
+                if char in "{[":
+                    end = self._skim_container(text, pos)
+                    if end is not None:
+                        if self._value_done():
+                            return DONE, end
+                        pos = end
+                        continue
+                    self._stack.append(char)
+                    self._expect = _E_KEY_OR_CLOSE if char == "{" else _E_VALUE_OR_CLOSE
+                elif char == '"':
+                    self._token, self._key_string = _T_STRING, False
+                elif char == "-" or "0" <= char <= "9":
+                    number = _NUMBER.match(text, pos)
+                    if number is not None and number.end() < n and text[number.end()] not in _NUMBER_CHARS:
+                        pos = number.end()
+                        if self._value_done():
+                            return DONE, pos
+                        continue
+                    self._token = _T_NUMBER
+                    self._number = _N_MINUS if char == "-" else _N_ZERO if char == "0" else _N_INT
+                elif char in _LITERALS:
+                    self._token = _T_LITERAL
+                    self._literal, self._literal_at = _LITERALS[char], 1
+                elif char == "]" and expect == _E_VALUE_OR_CLOSE:
+                    if self._close():
+                        return DONE, pos + 1
+                else:
+                    return BROKEN, pos
+            elif expect <= _E_KEY_OR_CLOSE:
+                if char == '"':
+                    self._token, self._key_string = _T_STRING, True
+                elif char == "}" and expect == _E_KEY_OR_CLOSE:
+                    if self._close():
+                        return DONE, pos + 1
+                else:
+                    return BROKEN, pos
+            elif expect == _E_COLON:
+                if char != ":":
+                    return BROKEN, pos
+                self._expect = _E_VALUE
+            elif char == ",":
+                self._expect = _E_KEY if self._stack[-1] == "{" else _E_VALUE
+            elif char == _CLOSER_OF[self._stack[-1]]:
+                if self._close():
+                    return DONE, pos + 1
+            else:
+                return BROKEN, pos
+            pos += 1
+        return MORE, n
+
+    def _skim_container(self, text: str, pos: int) -> int | None:
+        """Where the container opening at `text[pos]` ends, when the C decoder reads it whole in
+        this piece; None otherwise. A failed try (the container goes on past the piece, or is not
+        JSON) costs up to the rest of the piece, so failed tries stop once they have cost twice
+        the piece."""
+        if self._skim_budget <= 0:
+            return None
+        try:
+            end: int = DECODER.raw_decode(text, pos)[1]  # where it ends; read strictly later
+        except (ValueError, RecursionError):
+            self._skim_budget -= len(text) - pos
+            return None
+        return end
+
+    def _close(self) -> bool:
+        """Close the innermost container; True when that ends the whole value."""
+        self._stack.pop()
+        return self._value_done()
+
+    def _value_done(self) -> bool:
+        """A value ended: True when it was the top-level one."""
+        if not self._stack:
+            return True
+        self._expect = _E_NEXT
+        return False
+
+    def _read_number(self, text: str, pos: int) -> tuple[int, bool]:
+        """Advance through a number; `_token` stays `_T_NUMBER` while it can go on. True: broken."""
+        n = len(text)
+        while pos < n:
+            state = self._number
+            if state in (_N_INT, _N_FRAC, _N_EXP):
+                pos = _end_of(_DIGITS, text, pos)
+                if pos == n:
+                    return pos, False
+            char = text[pos]
+            digit = "0" <= char <= "9"
+            if state == _N_MINUS and digit:
+                self._number = _N_ZERO if char == "0" else _N_INT
+            elif state == _N_DOT and digit:
+                self._number = _N_FRAC
+            elif state in (_N_E, _N_E_SIGN) and digit:
+                self._number = _N_EXP
+            elif state == _N_E and char in "+-":
+                self._number = _N_E_SIGN
+            elif state in (_N_ZERO, _N_INT) and char == ".":
+                self._number = _N_DOT
+            elif state in (_N_ZERO, _N_INT, _N_FRAC) and char in "eE":
+                self._number = _N_E
+            elif state in _N_TERMINAL:
+                self._token = _T_NONE  # the number ended before `char`
+                return pos, False
+            else:
+                return pos, True
+            pos += 1
+        return pos, False
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# Only for finding where a container ends (module-level so that tests can count its work). It
+# rejects NaN and Infinity as the walk does, so that a value ends at the same place whether the
+# decoder skims it or the walk reads it (control characters in strings it rejects too: the walk
+# then reads them, and takes the NULs of token-aware look-alikes).
+DECODER: Any = json.JSONDecoder(parse_constant=_no_constant)
+
+_LEAD, _VALUE, _BROKEN, _DONE = range(4)
+
+
+@cache
+def _lead_pattern(lead: str) -> Any:
+    return regex.compile(lead)
+
+
+class JsonValueScanner:
+    """An envelope scanner: the body is a lead (the regex `lead`, matched at its start) then one JSON
+    value, checked as JSON while it streams. The envelope ends where the value ends, or at a stop
+    written between tokens (left for the enclosing region); from the first character that cannot
+    continue the lead or the value (`broken`), it runs to the next stop or the end.
+
+    A lead must end with a lookahead for the value's first character, so that a complete match
+    never ends at the end of the text. Cost: see the module."""
+
+    def __init__(self, stops: tuple[str, ...], lead: str = "") -> None:
+        self._stops = delimiters_of(stops)
+        self._lead = _lead_pattern(lead) if lead else None
+        self._state = _LEAD if lead else _VALUE
+        self._value = JsonValueReader(self._stops)
+
+    @property
+    def broken(self) -> bool:
+        """The body stopped being a call: it runs to the next stop or the end."""
+        return self._state == _BROKEN
+
+    def scan(self, text: str, pos: int) -> ScanResult:
+        if self._state == _DONE:
+            return ScanResult(pos, pos)
+        if self._state == _LEAD:
+            assert self._lead is not None
+            match = self._lead.match(text, pos, partial=True)
+            if match is None or match.end() - pos > LEAD_LIMIT:
+                self._state = _BROKEN
+            elif match.partial:
+                return ScanResult(pos)  # the lead goes on: give it again with more
+            else:
+                self._state, pos = _VALUE, match.end()
+        if self._state == _VALUE:
+            what, at = self._value.read(text, pos)
+            if what == MORE:
+                return ScanResult(at)
+            if what != BROKEN:
+                self._state = _DONE
+                return ScanResult(at, at)
+            self._state, pos = _BROKEN, at
+        found = self._stops.search(text, pos)
+        if found is not None:
+            self._state = _DONE
+            return ScanResult(found.start(), found.start())
+        return ScanResult(max(pos, self._stops.held_from(text)))
