@@ -319,3 +319,75 @@ class JsonValueScanner:
             self._state = _DONE
             return ScanResult(found.start(), found.start())
         return ScanResult(max(pos, self._stops.held_from(text)))
+
+
+_IN_STRING = re.compile(r'["\\]')
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_WHITESPACE = " \t\n\r"
+
+
+class ObjectText:
+    """Progressive mode: the raw text of one JSON object as it arrives, up to its closing brace.
+
+    `feed(text)` (text starting at the object's `{` the first time) returns what is certain to be
+    part of the object's text — its trailing whitespace held back until more text follows — and
+    sets `done` once the brace closes; nothing after it is returned. The text returned joins to
+    exactly the object's raw text, which is the `arguments_json` the final read keeps. Cost: one
+    walk, regex jumps between quotes, backslashes and brackets; O(1) state."""
+
+    __slots__ = ("_depth", "_escaped", "_in_string", "_pending_ws", "done")
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+        self._pending_ws: list[str] = []  # whitespace at the end of the object text so far
+        self.done = False
+
+    def feed(self, text: str) -> str:
+        if self.done:
+            return ""
+        return self._certain(text[: self._walk(text)])
+
+    def _walk(self, text: str) -> int:
+        """How much of `text` belongs to the object (all of it, or up to its closing brace)."""
+        pos, size = 0, len(text)
+        while pos < size:
+            if self._escaped:
+                self._escaped = False
+                pos += 1
+            elif self._in_string:
+                match = _IN_STRING.search(text, pos)
+                if match is None:
+                    return size
+                if match.group() == "\\":
+                    self._escaped = True
+                else:
+                    self._in_string = False
+                pos = match.end()
+            else:
+                match = _STRUCTURE.search(text, pos)
+                if match is None:
+                    return size
+                found = match.group()
+                pos = match.end()
+                if found == '"':
+                    self._in_string = True
+                elif found in "[{":
+                    self._depth += 1
+                else:
+                    self._depth -= 1
+                    if self._depth <= 0:
+                        self.done = True
+                        return pos
+        return size
+
+    def _certain(self, text: str) -> str:
+        end = len(text.rstrip(_WHITESPACE))
+        if not end:
+            if text:
+                self._pending_ws.append(text)
+            return ""
+        out = "".join(self._pending_ws) + text[:end]
+        self._pending_ws = [text[end:]] if end < len(text) else []
+        return out

@@ -15,7 +15,6 @@ it arrives (exactly the `arguments_json` the final parse keeps); the grammar rea
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -25,13 +24,11 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import arguments_of
 from ..grammar import DECODER, ValueNode, load_grammar
+from ..json_reader import ObjectText
 from ..scanning import JsonAwareScanner
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
-
-_JSON_WHITESPACE = " \t\n\r"
-_IN_STRING = re.compile(r'["\\]')
 
 
 class Header(NamedTuple):
@@ -172,7 +169,6 @@ class _BodyReader:
 
 # ----------------------------------------------------------------- progressive mode
 
-_JSON_STRUCTURE = re.compile(r'["\[\]{}]')
 _HEADER, _LEAD, _ARGUMENTS, _DONE = range(4)
 
 
@@ -197,10 +193,7 @@ class JsonAfterHeaderStreamer:
         self._step = 0  # which of `header_ends` is looked for
         self._tail = ""  # the end of the text searched so far, which could begin that marker
         self._held: list[str] = []  # header or lead text so far
-        self._depth = 0
-        self._in_string = False
-        self._escaped = False
-        self._pending_ws: list[str] = []  # whitespace at the end of the object text so far
+        self._object = ObjectText()
 
     def feed(self, body: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -270,48 +263,12 @@ class JsonAfterHeaderStreamer:
         return text[brace:]
 
     def _read_arguments(self, text: str, events: list[StreamEvent]) -> str:
-        pos, size = 0, len(text)
-        while pos < size:
-            if self._escaped:
-                self._escaped = False
-                pos += 1
-            elif self._in_string:
-                match = _IN_STRING.search(text, pos)
-                if match is None:
-                    break
-                if match.group() == "\\":
-                    self._escaped = True
-                else:
-                    self._in_string = False
-                pos = match.end()
-            else:
-                match = _JSON_STRUCTURE.search(text, pos)
-                if match is None:
-                    break
-                found = match.group()
-                pos = match.end()
-                if found == '"':
-                    self._in_string = True
-                elif found in "[{":
-                    self._depth += 1
-                else:
-                    self._depth -= 1
-                    if self._depth <= 0:
-                        self._send(text[:pos], events)
-                        self._phase = _DONE
-                        return ""
-        self._send(text, events)
+        fragment = self._object.feed(text)
+        if fragment:
+            events.append(ArgumentsFragment(0, fragment))
+        if self._object.done:
+            self._phase = _DONE
         return ""
-
-    def _send(self, text: str, events: list[StreamEvent]) -> None:
-        end = len(text.rstrip(_JSON_WHITESPACE))
-        if not end:
-            if text:
-                self._pending_ws.append(text)
-            return
-        out = "".join(self._pending_ws) + text[:end]
-        self._pending_ws = [text[end:]] if end < len(text) else []
-        events.append(ArgumentsFragment(0, out))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..calls import arguments_of
 from ..grammar import DECODER, NotStrictJSON
+from ..json_reader import ObjectText
 from ..scanning import JsonAwareScanner
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
@@ -150,8 +151,6 @@ def json_prefix(text: str, pos: int = 0) -> bool:
 
 # ----------------------------------------------------------------- progressive mode
 
-_STRUCTURE = re.compile(r'["\[\]{}]')
-_IN_STRING = re.compile(r'["\\]')
 _LEAD, _OBJECT, _END = range(3)
 
 
@@ -164,10 +163,7 @@ class ArgumentsStreamer:
         self._name = name
         self._started = False
         self._phase = _LEAD
-        self._depth = 0
-        self._in_string = False
-        self._escaped = False
-        self._pending_ws: list[str] = []  # whitespace at the end of the object text so far
+        self._object = ObjectText()
 
     def feed(self, body: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -187,47 +183,9 @@ class ArgumentsStreamer:
             self._phase = _OBJECT
             body = body[start:]
         if self._phase == _OBJECT:
-            self._send(events, body[: self._walk(body)])
+            fragment = self._object.feed(body)
+            if fragment:
+                events.append(ArgumentsFragment(0, fragment))
+            if self._object.done:
+                self._phase = _END
         return events
-
-    def _walk(self, text: str) -> int:
-        """How much of `text` belongs to the object (all of it, or up to its closing brace)."""
-        pos, size = 0, len(text)
-        while pos < size:
-            if self._escaped:
-                self._escaped = False
-                pos += 1
-            elif self._in_string:
-                match = _IN_STRING.search(text, pos)
-                if match is None:
-                    return size
-                if match.group() == "\\":
-                    self._escaped = True
-                else:
-                    self._in_string = False
-                pos = match.end()
-            else:
-                match = _STRUCTURE.search(text, pos)
-                if match is None:
-                    return size
-                found = match.group()
-                pos = match.end()
-                if found == '"':
-                    self._in_string = True
-                elif found in "[{":
-                    self._depth += 1
-                else:
-                    self._depth -= 1
-                    if self._depth <= 0:
-                        self._phase = _END
-                        return pos
-        return size
-
-    def _send(self, events: list[StreamEvent], text: str) -> None:
-        end = len(text.rstrip(_JSON_SPACE))
-        if not end:
-            if text:
-                self._pending_ws.append(text)
-            return
-        events.append(ArgumentsFragment(0, "".join(self._pending_ws) + text[:end]))
-        self._pending_ws = [text[end:]] if end < len(text) else []
