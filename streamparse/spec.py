@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any, NamedTuple, Protocol
 
 from .scanning import EnvelopeScanner
-from .types import Message
+from .types import INVALID_JSON, TRUNCATED, Message
 from .validation import ToolSet
 
 _ALPHANUMERIC = string.ascii_letters + string.digits
@@ -85,6 +85,16 @@ class Rejection:
 
 
 CallResult = ParsedCall | Rejection
+
+
+def empty_body(envelope: Envelope, tag: str, empty: str) -> list[CallResult] | None:
+    """What every body kind says of an envelope with only whitespace in it: `truncated` when the
+    output ended right after its opener `tag`, else `invalid_json` saying `empty`; None otherwise."""
+    if envelope.body.strip():
+        return None
+    if not envelope.complete:
+        return [Rejection(TRUNCATED, [f"the output ended right after {tag}"])]
+    return [Rejection(INVALID_JSON, [empty])]
 
 
 class CallStart(NamedTuple):

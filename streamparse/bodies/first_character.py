@@ -37,7 +37,7 @@ import regex  # type: ignore[import-untyped]
 from ..grammar import load_grammar
 from ..json_reader import JsonValueScanner
 from ..scanning import EnvelopeScanner, TagScanner
-from ..spec import BodyKind, CallResult, CallStreamer, Envelope, Rejection, StreamEvent
+from ..spec import BodyKind, CallResult, CallStreamer, Envelope, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -72,10 +72,9 @@ class FirstCharacter:
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
-        if not body.strip():
-            if not envelope.complete:
-                return [Rejection(TRUNCATED, [f"the output ended right after {self.tag}"])]
-            return [Rejection(INVALID_JSON, [f"empty {self.tag} envelope"])]
+        empty = empty_body(envelope, self.tag, f"empty {self.tag} envelope")
+        if empty is not None:
+            return empty
         if self.value_lead is not None and not envelope.complete:
             scanner = self._value_scanner()
             # The body ended, or could no longer be a call, before the output did.

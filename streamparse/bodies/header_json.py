@@ -26,7 +26,7 @@ from ..calls import arguments_of
 from ..grammar import DECODER, ValueNode, load_grammar
 from ..json_reader import ObjectText
 from ..scanning import JsonAwareScanner
-from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -99,10 +99,9 @@ class _BodyReader:
 
     def __call__(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
-        if not body.strip():
-            if not envelope.complete:
-                return [Rejection(TRUNCATED, [f"the output ended right after {envelope.opener}"])]
-            return [Rejection(INVALID_JSON, ["empty tool call: nothing between its markers"])]
+        empty = empty_body(envelope, envelope.opener, "empty tool call: nothing between its markers")
+        if empty is not None:
+            return empty
         try:
             header, arguments = _VISITOR.visit(self.grammar.parse(body))
         except ParseError:

@@ -39,7 +39,7 @@ from parsimonious.nodes import Node, NodeVisitor
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, strict_loads
 from ..scanning import JsonAwareScanner
-from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -199,10 +199,9 @@ class JsonCall:
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
-        if not body.strip():
-            if not envelope.complete:
-                return [Rejection(TRUNCATED, [f"the output ended right after {self.tag}"])]
-            return [Rejection(INVALID_JSON, [f"empty {self.tag} envelope"])]
+        empty = empty_body(envelope, self.tag, f"empty {self.tag} envelope")
+        if empty is not None:
+            return empty
         if self.call_list:
             return self._read_list(body, envelope.complete)
         # Fast path for the common case, one plain object; the grammar reads everything else.
