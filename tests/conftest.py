@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
@@ -159,3 +160,14 @@ def agreeing(text: str, fmt: str, sizes: tuple[int, ...] = (1,), **options: obje
 def named_calls(message: streamparse.Message) -> list[tuple[str, dict[str, object]]]:
     """The accepted calls as (name, arguments)."""
     return [(c.name, c.arguments) for c in message.tool_calls]
+
+
+def shared_cases(fmt: str) -> list[dict[str, object]]:
+    """The real-template cases of one format (streamparse's name) from every cases file; none
+    when `../shared` is not beside the checkout."""
+    found: list[dict[str, object]] = []
+    for name in ("cases.json", "cases_new_families.json", "cases_more.json"):
+        path = SHARED / "templates" / name
+        if path.exists():
+            found += [case for case in json.loads(path.read_text()) if case["format"] == fmt]
+    return found

@@ -11,7 +11,17 @@ import json
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, SHARED, assert_every_mode_agrees, assert_stream_matches, fold, ids, run_stream
+from conftest import (
+    FIXTURES,
+    SHARED,
+    assert_every_mode_agrees,
+    assert_stream_matches,
+    fold,
+    ids,
+    named_calls,
+    run_stream,
+    shared_cases,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,8 +42,7 @@ def call(name: str, *pairs: tuple[str, str], sep: str = "\n") -> str:
     return f"<tool_call>{name}{sep}{args}</tool_call>"
 
 
-def calls_of(msg: streamparse.Message) -> list[tuple[str, dict[str, Any]]]:
-    return [(c.name, c.arguments) for c in msg.tool_calls]
+calls_of = named_calls
 
 
 def argument_fragments(deltas: list[streamparse.Delta]) -> list[str]:
@@ -41,9 +50,7 @@ def argument_fragments(deltas: list[streamparse.Delta]) -> list[str]:
 
 
 def real_cases() -> list[dict[str, Any]]:
-    if not CASES.exists():
-        return []
-    return [c for c in json.loads(CASES.read_text()) if c["format"] == FORMAT]
+    return shared_cases(FORMAT)  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------- real outputs

@@ -12,7 +12,16 @@ import json
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, SHARED, assert_every_mode_agrees, assert_stream_matches, ids, run_stream
+from conftest import (
+    FIXTURES,
+    SHARED,
+    assert_every_mode_agrees,
+    assert_stream_matches,
+    ids,
+    named_calls,
+    run_stream,
+    shared_cases,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,14 +46,11 @@ def block(*functions: str) -> str:
     return "\n<seed:tool_call>\n" + "".join(functions) + "</seed:tool_call>"
 
 
-def calls_of(msg: streamparse.Message) -> list[tuple[str, dict[str, Any]]]:
-    return [(c.name, c.arguments) for c in msg.tool_calls]
+calls_of = named_calls
 
 
 def real_cases() -> list[dict[str, Any]]:
-    if not CASES.exists():
-        return []
-    return [c for c in json.loads(CASES.read_text()) if c["format"] == FORMAT]
+    return shared_cases(FORMAT)  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------- real outputs
