@@ -19,19 +19,21 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from functools import cache
 from typing import Any
 
 import regex  # type: ignore[import-untyped]
 
-from .scanning import Delimiters, ScanResult, delimiters_of
+from .scanning import Delimiters, Marks, ScanResult, delimiters_of, hold_merged, marks_in
 
 LEAD_LIMIT = 256  # characters a lead may take before the value starts
 
-# A run of string content with whole escapes. \x00 may stand in a string: in token-aware mode the
-# engine shows scanners plain-text look-alikes of special tokens quoted inside a value as NULs. A
-# real NUL there still fails the grammar's strict JSON decoder.
-_STRING_RUN = re.compile(r'(?:[^"\\\x01-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+# The end of a run of plain string content: a quote, an escape or a control character. \x00 may
+# stand in a string: in token-aware mode the engine shows scanners plain-text look-alikes of special
+# tokens quoted inside a value as NULs. A real NUL there still fails the grammar's strict decoder.
+_STRING_STOP = re.compile(r'["\\\x01-\x1f]')
+_STRING_RUN = re.compile(r'(?:[^"\\\x01-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')  # with whole escapes
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _NUMBER_CHARS = frozenset("0123456789.eE+-")  # after a number: it may still go on (or be broken)
@@ -52,9 +54,11 @@ _N_TERMINAL = frozenset((_N_ZERO, _N_INT, _N_FRAC, _N_EXP))
 MORE, DONE, STOP, BROKEN = "more", "done", "stop", "broken"
 
 
-def _end_of(pattern: re.Pattern[str], text: str, pos: int) -> int:
-    match = pattern.match(text, pos)
-    return match.end() if match is not None else pos
+# Where a run of these ends (each pattern matches the empty string, so `match` never fails).
+_string_stop = _STRING_STOP.search  # what ends a run of plain string content
+_string_run_at = _STRING_RUN.match
+_space_at = _JSON_SPACE.match
+_digits_at = _DIGITS.match
 
 
 class JsonValueReader:
@@ -75,18 +79,24 @@ class JsonValueReader:
         self._literal = ""
         self._literal_at = 0
         self._skim_budget = 0  # characters failed decoder tries may still cost in this piece
+        # Progressive mode: where the structure is (`scanning.Marks`), positions in the text read.
+        self.marks: list[int] | None = None
+        self.limit = -1  # the depth recorded down to (-1: nothing)
 
     def read(self, text: str, pos: int) -> tuple[str, int]:
         self._skim_budget = 2 * (len(text) - pos)
         n = len(text)
+        marks, limit = self.marks, self.limit
         while pos < n:
             token = self._token
             if token == _T_STRING:
-                pos = _end_of(_STRING_RUN, text, pos)
+                pos = _string_run_at(text, pos).end()  # type: ignore[union-attr]
                 if pos == n:
                     break
                 char = text[pos]
                 if char == '"':
+                    if 0 < len(self._stack) <= limit:
+                        marks.append(pos)  # type: ignore[union-attr]
                     pos += 1
                     self._token = _T_NONE
                     if self._key_string:
@@ -137,7 +147,7 @@ class JsonValueReader:
                         return DONE, pos
                 continue
             # Between tokens.
-            pos = _end_of(_JSON_SPACE, text, pos)
+            pos = _space_at(text, pos).end()  # type: ignore[union-attr]
             if pos == n:
                 break
             char = text[pos]
@@ -149,16 +159,29 @@ class JsonValueReader:
             expect = self._expect
             if expect <= _E_VALUE_OR_CLOSE:
                 if char in "{[":
-                    end = self._skim_container(text, pos)
+                    depth = len(self._stack)
+                    # Skimmed only where nothing inside it is recorded.
+                    end = self._skim_container(text, pos) if depth >= limit else None
                     if end is not None:
+                        if depth == limit:
+                            marks += (pos, end - 1)  # type: ignore[operator]
                         if self._value_done():
                             return DONE, end
                         pos = end
                         continue
+                    if depth <= limit:
+                        marks.append(pos)  # type: ignore[union-attr]
                     self._stack.append(char)
                     self._expect = _E_KEY_OR_CLOSE if char == "{" else _E_VALUE_OR_CLOSE
                 elif char == '"':
+                    if 0 < len(self._stack) <= limit:
+                        marks.append(pos)  # type: ignore[union-attr]
                     self._token, self._key_string = _T_STRING, False
+                elif char in _LITERALS and text.startswith(_LITERALS[char], pos):  # whole in view
+                    pos += len(_LITERALS[char])
+                    if self._value_done():
+                        return DONE, pos
+                    continue
                 elif char == "-" or "0" <= char <= "9":
                     number = _NUMBER.match(text, pos)
                     if number is not None and number.end() < n and text[number.end()] not in _NUMBER_CHARS:
@@ -172,38 +195,55 @@ class JsonValueReader:
                     self._token = _T_LITERAL
                     self._literal, self._literal_at = _LITERALS[char], 1
                 elif char == "]" and expect == _E_VALUE_OR_CLOSE:
-                    if self._close():
+                    if self._close(marks, pos):
                         return DONE, pos + 1
                 else:
                     return BROKEN, pos
             elif expect <= _E_KEY_OR_CLOSE:
                 if char == '"':
+                    if len(self._stack) <= limit:
+                        marks.append(pos)  # type: ignore[union-attr]
+                    end = _string_run_at(text, pos + 1).end()  # type: ignore[union-attr]
+                    if end < n and text[end] == '"':  # the whole key in view
+                        if len(self._stack) <= limit:
+                            marks.append(end)  # type: ignore[union-attr]
+                        self._expect = _E_COLON
+                        pos = end + 1
+                        continue
                     self._token, self._key_string = _T_STRING, True
                 elif char == "}" and expect == _E_KEY_OR_CLOSE:
-                    if self._close():
+                    if self._close(marks, pos):
                         return DONE, pos + 1
                 else:
                     return BROKEN, pos
             elif expect == _E_COLON:
                 if char != ":":
                     return BROKEN, pos
+                if len(self._stack) <= limit:
+                    marks.append(pos)  # type: ignore[union-attr]
                 self._expect = _E_VALUE
             elif char == ",":
+                if len(self._stack) <= limit:
+                    marks.append(pos)  # type: ignore[union-attr]
                 self._expect = _E_KEY if self._stack[-1] == "{" else _E_VALUE
             elif char == _CLOSER_OF[self._stack[-1]]:
-                if self._close():
+                if self._close(marks, pos):
                     return DONE, pos + 1
             else:
                 return BROKEN, pos
             pos += 1
         return MORE, n
 
+    def in_plain_string(self, text: str, pos: int) -> bool:
+        """Whether `text[pos:]` is all plain content of the string being read (nothing to do)."""
+        return self._token == _T_STRING and _string_stop(text, pos) is None
+
     def _skim_container(self, text: str, pos: int) -> int | None:
         """Where the container opening at `text[pos]` ends, when the C decoder reads it whole in
         this piece; None otherwise. A failed try (the container goes on past the piece, or is not
         JSON) costs up to the rest of the piece, so failed tries stop once they have cost twice
         the piece."""
-        if self._skim_budget <= 0:
+        if self._skim_budget <= 0 or text.find(_CLOSER_OF[text[pos]], pos) < 0:  # cannot end in view
             return None
         try:
             end: int = DECODER.raw_decode(text, pos)[1]  # where it ends; read strictly later
@@ -212,8 +252,10 @@ class JsonValueReader:
             return None
         return end
 
-    def _close(self) -> bool:
-        """Close the innermost container; True when that ends the whole value."""
+    def _close(self, marks: list[int] | None, pos: int) -> bool:
+        """Close the innermost container (its closer at `pos`); True when that ends the whole value."""
+        if len(self._stack) <= self.limit + 1:
+            marks.append(pos)  # type: ignore[union-attr]
         self._stack.pop()
         return self._value_done()
 
@@ -230,7 +272,7 @@ class JsonValueReader:
         while pos < n:
             state = self._number
             if state in (_N_INT, _N_FRAC, _N_EXP):
-                pos = _end_of(_DIGITS, text, pos)
+                pos = _digits_at(text, pos).end()  # type: ignore[union-attr]
                 if pos == n:
                     return pos, False
             char = text[pos]
@@ -288,6 +330,16 @@ class JsonValueScanner:
         self._lead = _lead_pattern(lead) if lead else None
         self._state = _LEAD if lead else _VALUE
         self._value = JsonValueReader(self._stops)
+        self._origin = 0  # where the last scan started
+
+    def record(self, depth: int) -> Marks:
+        """Progressive mode: note where the value's structure is, for the streamer (`scanning.Marks`)."""
+        self._value.marks, self._value.limit = [], depth
+        return self
+
+    def take(self, piece: str) -> list[int]:
+        marks, self._value.marks = self._value.marks or [], []
+        return marks_in(marks, self._origin, piece)
 
     @property
     def broken(self) -> bool:
@@ -295,8 +347,12 @@ class JsonValueScanner:
         return self._state == _BROKEN
 
     def scan(self, text: str, pos: int) -> ScanResult:
-        if self._state == _DONE:
-            return ScanResult(pos, pos)
+        value = self._value
+        if value.marks is not None:
+            value.marks.clear()
+            self._origin = pos
+        elif value.in_plain_string(text, pos):  # the common case while a value streams, first
+            return ScanResult(len(text))
         if self._state == _LEAD:
             assert self._lead is not None
             match = self._lead.match(text, pos, partial=True)
@@ -307,13 +363,15 @@ class JsonValueScanner:
             else:
                 self._state, pos = _VALUE, match.end()
         if self._state == _VALUE:
-            what, at = self._value.read(text, pos)
+            what, at = value.read(text, pos)
             if what == MORE:
                 return ScanResult(at)
             if what != BROKEN:
                 self._state = _DONE
                 return ScanResult(at, at)
             self._state, pos = _BROKEN, at
+        if self._state == _DONE:
+            return ScanResult(pos, pos)
         found = self._stops.search(text, pos)
         if found is not None:
             self._state = _DONE
@@ -321,72 +379,48 @@ class JsonValueScanner:
         return ScanResult(max(pos, self._stops.held_from(text)))
 
 
-_IN_STRING = re.compile(r'["\\]')
-_STRUCTURE = re.compile(r'["\[\]{}]')
 _WHITESPACE = " \t\n\r"
 
 
 class ObjectText:
-    """Progressive mode: the raw text of one JSON object as it arrives, up to its closing brace.
+    """Progressive mode: the raw text of one JSON object as it arrives, up to its closing brace,
+    read from the marks of the walk that finds the envelope's end (`scanning.Marks`), so that the
+    body is walked once.
 
-    `feed(text)` (text starting at the object's `{` the first time) returns what is certain to be
+    `feed(text, start, marks)`: `text[start:]` is object text (the first time, `start` is the
+    object's `{`); `marks` are the structure's positions in `text`. It returns what is certain to be
     part of the object's text — its trailing whitespace held back until more text follows — and
     sets `done` once the brace closes; nothing after it is returned. The text returned joins to
     exactly the object's raw text, which is the `arguments_json` the final read keeps. Cost: one
-    walk, regex jumps between quotes, backslashes and brackets; O(1) state."""
+    step per mark; O(1) state."""
 
-    __slots__ = ("_depth", "_escaped", "_in_string", "_pending_ws", "done")
+    __slots__ = ("_depth", "_pending_ws", "done")
 
     def __init__(self) -> None:
         self._depth = 0
-        self._in_string = False
-        self._escaped = False
         self._pending_ws: list[str] = []  # whitespace at the end of the object text so far
         self.done = False
 
-    def feed(self, text: str) -> str:
+    def feed(self, text: str, start: int, marks: list[int]) -> str:
         if self.done:
             return ""
-        return self._certain(text[: self._walk(text)])
-
-    def _walk(self, text: str) -> int:
-        """How much of `text` belongs to the object (all of it, or up to its closing brace)."""
-        pos, size = 0, len(text)
-        while pos < size:
-            if self._escaped:
-                self._escaped = False
-                pos += 1
-            elif self._in_string:
-                match = _IN_STRING.search(text, pos)
-                if match is None:
-                    return size
-                if match.group() == "\\":
-                    self._escaped = True
-                else:
-                    self._in_string = False
-                pos = match.end()
-            else:
-                match = _STRUCTURE.search(text, pos)
-                if match is None:
-                    return size
-                found = match.group()
-                pos = match.end()
-                if found == '"':
-                    self._in_string = True
-                elif found in "[{":
-                    self._depth += 1
-                else:
-                    self._depth -= 1
-                    if self._depth <= 0:
-                        self.done = True
-                        return pos
-        return size
+        end = len(text)
+        for at in marks[bisect_left(marks, start):]:
+            char = text[at]
+            if char in "[{":
+                self._depth += 1
+            elif char in "]}":
+                self._depth -= 1
+                if self._depth <= 0:
+                    self.done = True
+                    end = at + 1
+                    break
+        return self._certain(text[start:end])
 
     def _certain(self, text: str) -> str:
         end = len(text.rstrip(_WHITESPACE))
         if not end:
-            if text:
-                self._pending_ws.append(text)
+            hold_merged(self._pending_ws, text)
             return ""
         out = "".join(self._pending_ws) + text[:end]
         self._pending_ws = [text[end:]] if end < len(text) else []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, Union
 
 from .grammar import LENIENT_DECODER
 
@@ -83,6 +83,18 @@ class EnvelopeScanner(Protocol):
     def scan(self, text: str, pos: int) -> ScanResult: ...
 
 
+def hold_merged(pieces: list[str], text: str) -> None:
+    """Append `text`, merging every last piece at least as long as the one before it: the lengths
+    then halve from first to last, so a run of n characters is O(log n) pieces, each character is
+    copied O(log n) times, and the list costs about one byte a character whatever the chunking."""
+    if not text:
+        return
+    pieces.append(text)
+    while len(pieces) > 1 and len(pieces[-1]) >= len(pieces[-2]):
+        last = pieces.pop()
+        pieces[-1] += last
+
+
 @lru_cache(maxsize=256)
 def delimiters_of(strings: tuple[str, ...]) -> Delimiters:
     """A `Delimiters`, built once per set of strings (scanners are made per envelope)."""
@@ -105,40 +117,90 @@ class TagScanner:
 
 
 _IN_STRING = re.compile(r'["\\]')
+_STRUCTURE = '["\\[\\]{}]'
+_MEMBER_STRUCTURE = '["\\[\\]{}:,]'
+
+# How deep a walk records structure for a progressive streamer (`record`): the brackets of top-level
+# values only, or down to the members of call objects in a list (and where their values open and close).
+TOP, MEMBERS = 0, 2
+
+
+class Marks(Protocol):
+    """Where a walk of the body found JSON structure, for the progressive streamer that rides on it."""
+
+    def take(self, piece: str) -> list[int]:
+        """The positions, in `piece` (the next body text the streamer is given), of the structure
+        the walk found in it, down to the depth asked of `record(depth)`: the brackets that open a
+        value at nesting depth <= `depth` and those that close it, and at depths 1 to `depth` the
+        quotes that open and close strings and the `:` and `,` between members and elements.
+        Brackets are balanced: every bracket recorded has its partner recorded."""
+        ...
+
+
+# What a progressive streamer is given to find the body's structure: the envelope's scanner (whose
+# walk it reads when the scanner can record one), or marks already.
+WalkSource = Union["EnvelopeScanner", Marks]
+
+
+def marks_in(marks: list[int], origin: int, piece: str) -> list[int]:
+    """`Marks.take` for a scanner that recorded `marks` (positions in its text) from `origin` on."""
+    size = len(piece)
+    return [at - origin for at in marks if at - origin < size]
 
 
 @lru_cache(maxsize=64)
-def _outside_pattern(strings: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join([r'["\[\]{}]', *(re.escape(d) for d in strings)]))
+def _outside_pattern(strings: tuple[str, ...], structure: str = _STRUCTURE) -> re.Pattern[str]:
+    return re.compile("|".join([structure, *(re.escape(d) for d in strings)]))
 
 
 class JsonAwareScanner:
-    """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings,
-    or, with `end_at_value`, where the first top-level JSON value ends.
+    """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings.
 
     A quote opens a string only inside brackets, so a stray `"` in the text around the JSON (a
     name, a fence) cannot hide the closer. The stops end an envelope whose closer the model forgot
     (the next call's opener, the calls block closer). Cost: a JSON value already complete in the
     text is skipped by the C decoder; otherwise one regex jump per quote, backslash or bracket.
-    Only a suffix that could start a delimiter is given back to be scanned again."""
+    Only a suffix that could start a delimiter is given back to be scanned again.
 
-    def __init__(self, closers: Iterable[str], stops: Iterable[str] = (), end_at_value: bool = False) -> None:
+    In progressive mode the body's streamer rides on this walk (`record`): the scanner notes where
+    the structure is and the streamer reads it from the marks instead of walking the body again.
+    Down to the depth recorded the walk also stops at `:` and `,`; complete top-level values are
+    still skipped when only their brackets are recorded (`TOP`). Text given to the streamer that
+    the scanner held back (a delimiter's prefix, at the end of the output) has no marks: the
+    output ended inside the envelope, and the call is cut off."""
+
+    def __init__(self, closers: Iterable[str], stops: Iterable[str] = ()) -> None:
         self._closers = frozenset(closers)
         self._delimiters = delimiters_of((*self._closers, *stops))
         self._outside = _outside_pattern(self._delimiters.strings)
-        # The envelope also ends where its first top-level JSON value ends (no closer needed:
-        # Granite's `<|tool_call|>[…]`, Llama 3's bare call objects); what follows is the region's.
-        self._end_at_value = end_at_value
+        self._members = self._outside  # the pattern where `:` and `,` are recorded too
         self._depth = 0
         self._in_string = False
         self._escaped = False  # the previous piece ended with a backslash inside a string
+        self._marks: list[int] | None = None  # recorded structure (`record`), positions in the text scanned
+        self._limit = -1  # the depth recorded down to (-1: nothing)
+        self._origin = 0  # where the last scan started
+
+    def record(self, depth: int) -> Marks:
+        self._marks, self._limit = [], depth
+        self._members = _outside_pattern(self._delimiters.strings, _MEMBER_STRUCTURE)
+        return self
+
+    def take(self, piece: str) -> list[int]:
+        marks, self._marks = self._marks or [], []
+        return marks_in(marks, self._origin, piece)
 
     def scan(self, text: str, pos: int) -> ScanResult:
+        marks = self._marks
+        if marks is not None:
+            marks.clear()
+            self._origin = pos
         if self._escaped:
             if pos == len(text):
                 return ScanResult(pos)
             self._escaped = False
             pos += 1
+        limit = self._limit
         while True:
             if self._in_string:
                 match = _IN_STRING.search(text, pos)
@@ -152,30 +214,66 @@ class JsonAwareScanner:
                 else:
                     self._in_string = False
                     pos = match.end()
+                    if self._depth <= limit:
+                        marks.append(pos - 1)  # type: ignore[union-attr]
                 continue
-            match = self._outside.search(text, pos)
+            depth = self._depth
+            match = (self._members if 0 < depth <= limit else self._outside).search(text, pos)
             if match is None:
                 return ScanResult(max(self._delimiters.held_from(text), pos))
             found = match.group()
             pos = match.end()
             if found == '"':
-                self._in_string = self._depth > 0
+                if depth > 0:
+                    self._in_string = True
+                    if depth <= limit:
+                        marks.append(pos - 1)  # type: ignore[union-attr]
             elif found in "[{":
-                if self._depth == 0:
+                if depth == 0 and limit <= 0:  # nothing inside it is recorded: skip it whole if in view
                     end = _complete_value(text, match.start())
-                    if end is not None:  # the whole value is in view: skip it at C speed
-                        if self._end_at_value:
-                            return ScanResult(end, end)
+                    if end is not None:  # at C speed
+                        if marks is not None:
+                            marks += (match.start(), end - 1)
                         pos = end
                         continue
-                self._depth += 1
+                if depth <= limit:
+                    marks.append(pos - 1)  # type: ignore[union-attr]
+                self._depth = depth + 1
             elif found in "]}":
-                if self._end_at_value and self._depth == 1:
-                    return ScanResult(pos, pos)
-                self._depth = max(0, self._depth - 1)
+                if depth > 0:
+                    if depth <= limit + 1:
+                        marks.append(pos - 1)  # type: ignore[union-attr]
+                    self._depth = depth - 1
+            elif found in ":,":  # only looked for down to the depth recorded
+                marks.append(pos - 1)  # type: ignore[union-attr]
             else:
                 end = match.end() if found in self._closers else match.start()
                 return ScanResult(match.start(), end)
+
+
+class PieceWalk:
+    """Marks for a streamer whose envelope's scanner does not walk JSON (it ends at a special
+    token, `TagScanner`): the streamer's own walk of each piece, with the same rules."""
+
+    def __init__(self, depth: int) -> None:
+        self._walk = JsonAwareScanner(())
+        self._marks = self._walk.record(depth)
+
+    def take(self, piece: str) -> list[int]:
+        self._walk.scan(piece, 0)
+        return self._marks.take(piece)
+
+
+def marks_of(source: WalkSource, depth: int) -> Marks:
+    """The marks a streamer reads, from `source`: the envelope scanner's own walk when it can record
+    one (the body is then walked once); marks already (a streamer handing on what it held); else,
+    for a scanner that does not walk JSON, a walk of the streamer's own."""
+    record = getattr(source, "record", None)
+    if record is not None:
+        return record(depth)  # type: ignore[no-any-return]
+    if hasattr(source, "take"):
+        return source  # type: ignore[return-value]
+    return PieceWalk(depth)
 
 
 def _complete_value(text: str, pos: int) -> int | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple, Protocol
 
-from .scanning import EnvelopeScanner
+from .scanning import EnvelopeScanner, WalkSource
 from .types import INVALID_JSON, TRUNCATED, Message
 from .validation import ToolSet
 
@@ -133,7 +133,10 @@ class BodyKind(Protocol):
 
     def scanner(self) -> EnvelopeScanner: ...
 
-    def streamer(self, tools: ToolSet) -> CallStreamer | None: ...
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> CallStreamer | None:
+        """In progressive mode: reads the body as it arrives; given the envelope's scanner, whose
+        walk it reads (`scanning.Marks`) rather than walking the body again."""
+        ...
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]: ...
 

@@ -16,7 +16,8 @@ Rules, for every format of this kind:
   the JSON value after that lead ends, checked as JSON while it streams, or at a stop written
   between JSON tokens; from a lead or value that cannot be a call it runs to the next stop or the
   end (`json_reader.JsonValueScanner`; Mistral's `[TOOL_CALLS]`). A body the output cut off after
-  it could no longer be a call is read as complete: its call is `invalid_json`, not `truncated`.
+  it could no longer be a call is read as complete (the engine asks the scanner): its call is
+  `invalid_json`, not `truncated`.
 
 Cost: the scanner is one delimiter search per chunk (`scanning.TagScanner`; with `value_lead`,
 one walk of the body, costed in `json_reader.py`); the streamer holds
@@ -28,7 +29,7 @@ chosen kind's streamer once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -36,7 +37,7 @@ import regex  # type: ignore[import-untyped]
 
 from ..grammar import load_grammar
 from ..json_reader import JsonValueScanner
-from ..scanning import EnvelopeScanner, TagScanner
+from ..scanning import MEMBERS, EnvelopeScanner, Marks, TagScanner, WalkSource, marks_of
 from ..spec import BodyKind, CallResult, CallStreamer, Envelope, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -67,19 +68,14 @@ class FirstCharacter:
         grammar, rule = self.value_lead
         return JsonValueScanner(self.stops, load_grammar(grammar)[rule].re.pattern)
 
-    def streamer(self, tools: ToolSet) -> FirstCharacterStreamer:
-        return FirstCharacterStreamer(self, tools)
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> FirstCharacterStreamer:
+        return FirstCharacterStreamer(self, tools, scanner)
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
         empty = empty_body(envelope, self.tag, f"empty {self.tag} envelope")
         if empty is not None:
             return empty
-        if self.value_lead is not None and not envelope.complete:
-            scanner = self._value_scanner()
-            # The body ended, or could no longer be a call, before the output did.
-            if scanner.scan(body, 0).end is not None or scanner.broken:
-                envelope = replace(envelope, complete=True)
         _, kind = self.choose(body, partial=False)
         if kind is None:
             status = INVALID_JSON if envelope.complete else TRUNCATED
@@ -107,26 +103,50 @@ def _compiled(pattern: str) -> Any:
 
 class FirstCharacterStreamer:
     """Progressive mode: the body's first characters are held until they choose a kind, then they
-    and every later piece go to that kind's streamer."""
+    and every later piece go to that kind's streamer. When the envelope's scanner walks the JSON
+    (`value_lead`), the marks of the held text are held with it and handed on, so the chosen
+    streamer reads the scanner's walk too."""
 
-    def __init__(self, kind: FirstCharacter, tools: ToolSet) -> None:
+    def __init__(self, kind: FirstCharacter, tools: ToolSet, scanner: WalkSource) -> None:
         self._kind = kind
         self._tools = tools
+        self._scanner: WalkSource = scanner
+        self._marks = marks_of(scanner, MEMBERS) if hasattr(scanner, "record") else None
         self._held: list[str] = []
+        self._held_marks: list[int] = []
         self._chosen: CallStreamer | None = None
         self._done = False  # chosen (or given up): nothing more is held
 
     def feed(self, body: str) -> list[StreamEvent]:
         if self._done:
             return self._chosen.feed(body) if self._chosen is not None and body else []
+        offset = len(self._held[0]) if self._held else 0
+        if self._marks is not None:
+            self._held_marks += [offset + at for at in self._marks.take(body)]
         self._held.append(body)
         text = "".join(self._held)
         self._held = [text]
         decided, kind = self._kind.choose(text, partial=True)
         if not decided:
             if len(text) > _LEAD_LIMIT:  # not decided in view: no progressive fragments
-                self._done, self._held = True, []
+                self._done, self._held, self._held_marks = True, [], []
             return []
         self._done, self._held = True, []
-        self._chosen = kind.streamer(self._tools) if kind is not None else None
+        source = _Replay(self._held_marks, self._marks) if self._marks is not None else self._scanner
+        self._held_marks = []
+        self._chosen = kind.streamer(self._tools, source) if kind is not None else None
         return self._chosen.feed(text) if self._chosen is not None else []
+
+
+class _Replay:
+    """Marks: those of the held text first, then the scanner's as it goes on."""
+
+    def __init__(self, held: list[int], then: Marks) -> None:
+        self._held: list[int] | None = held
+        self._then = then
+
+    def take(self, piece: str) -> list[int]:
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
+        return self._then.take(piece)

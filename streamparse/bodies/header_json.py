@@ -10,11 +10,13 @@ arguments are what the grammar's JSON terminal matched: an object, or, where the
 `json_string`, a string that holds one (read as the object, as for Hermes).
 Read once while it streams: `JsonAwareScanner` finds the end; in progressive mode
 `JsonAfterHeaderStreamer` sends the name (and id) when the header ends and the object's raw text as
-it arrives (exactly the `arguments_json` the final parse keeps); the grammar reads the finished body.
+it arrives (exactly the `arguments_json` the final parse keeps), reading the object's extent from
+the scanner's walk; the grammar reads the finished body.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -25,7 +27,7 @@ from parsimonious.nodes import Node, NodeVisitor
 from ..calls import arguments_of
 from ..grammar import DECODER, ValueNode, load_grammar
 from ..json_reader import ObjectText
-from ..scanning import JsonAwareScanner
+from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -180,94 +182,104 @@ class JsonAfterHeaderStreamer:
     text the model writes — exactly the `arguments_json` the final parse keeps — with trailing
     whitespace held back, until it closes; nothing after it is sent (a JSON string holding the
     object, where the grammar allows one, is not streamed: the final parse sends it whole).
-    Cost: every character is looked at once (`str.find` and regex jumps); the header and lead are
-    parsed once each.
-    Could move to `streaming.py`: only the grammar and the header ends are the format's."""
+    Cost: the header is searched for its markers (`str.find`) and parsed once, as is the lead; the
+    object is read from the marks of the scanner's walk (`scanning.Marks`), not walked again."""
 
-    def __init__(self, grammar: str, header_ends: tuple[str, ...], ends_at_object: bool = False) -> None:
+    def __init__(self, grammar: str, header_ends: tuple[str, ...], marks: Marks,
+                 ends_at_object: bool = False) -> None:
         self._grammar = load_grammar(grammar)
         self._header_ends = header_ends
+        self._marks = marks
         self._ends_at_object = ends_at_object
         self._phase = _HEADER
         self._step = 0  # which of `header_ends` is looked for
-        self._tail = ""  # the end of the text searched so far, which could begin that marker
+        self._tail = ""  # the end of the header searched so far, which could begin that marker
         self._held: list[str] = []  # header or lead text so far
         self._object = ObjectText()
 
     def feed(self, body: str) -> list[StreamEvent]:
+        marks = self._marks.take(body)
         events: list[StreamEvent] = []
-        text = body
-        while text and self._phase != _DONE:
+        pos = 0
+        while pos < len(body) and self._phase != _DONE:
             if self._phase == _HEADER:
-                text = self._read_header(text, events)
+                pos = self._read_header(body, pos, events)
             elif self._phase == _LEAD:
-                text = self._read_lead(text)
+                pos = self._read_lead(body, pos, marks)
             else:
-                text = self._read_arguments(text, events)
+                fragment = self._object.feed(body, pos, marks)
+                if fragment:
+                    events.append(ArgumentsFragment(0, fragment))
+                if self._object.done:
+                    self._phase = _DONE
+                pos = len(body)
         return events
 
-    def _read_header(self, text: str, events: list[StreamEvent]) -> str:
+    def _read_header(self, body: str, pos: int, events: list[StreamEvent]) -> int:
+        """Look for the next header marker in `body[pos:]` (it may have begun in the last piece)."""
         marker = self._header_ends[self._step]
-        window = self._tail + text
-        found = window.find(marker)
+        joint = (self._tail + body[pos: pos + len(marker) - 1]).find(marker) if self._tail else -1
+        if joint >= 0:
+            start, end = pos + joint - len(self._tail), pos + joint + len(marker) - len(self._tail)
+        else:
+            start = body.find(marker, pos)
+            end = start + len(marker) if start >= 0 else -1
         if self._ends_at_object and self._step == len(self._header_ends) - 1:
-            brace = window.find("{", 0, found if found >= 0 else len(window))
+            brace = body.find("{", pos, start if start >= 0 else len(body))
             if brace >= 0:  # the object follows the header without its last marker
-                return self._header_read(text, brace - len(self._tail), events, text[brace - len(self._tail):])
-        if found < 0:
-            self._held.append(text)
+                return self._header_read(body, pos, brace, events, lookahead=body[brace])
+        if end < 0:
+            self._held.append(body[pos:])
             keep = len(marker) - 1
-            self._tail = window[-keep:] if keep else ""
-            return ""
-        cut = found + len(marker) - len(self._tail)
+            self._tail = (self._tail + body[pos:])[-keep:] if keep else ""
+            return len(body)
         if self._step + 1 == len(self._header_ends):
-            return self._header_read(text, cut, events)
-        self._held.append(text[:cut])
+            return self._header_read(body, pos, end, events)
+        self._held.append(body[pos:end])
         self._tail = ""
         self._step += 1
-        return text[cut:]
+        return end
 
-    def _header_read(self, text: str, cut: int, events: list[StreamEvent], after: str = "") -> str:
-        """The header ends at `text[cut]`: read it with the grammar (with `after`, the text that
-        follows it, for a rule that looks ahead) and send the call's name and id."""
-        self._held.append(text[:cut])
+    def _header_read(self, body: str, pos: int, cut: int, events: list[StreamEvent], lookahead: str = "") -> int:
+        """The header ends at `body[cut]`: read it with the grammar (with `lookahead`, the character
+        that follows it, for a rule that looks ahead) and send the call's name and id."""
+        self._held.append(body[pos:cut])
         self._tail = ""
         self._step = len(self._header_ends)
         header, self._held = "".join(self._held), []
         try:
-            node = self._grammar["header"].match(header + after[:1])
+            node = self._grammar["header"].match(header + lookahead)
             read: Header = _VISITOR.visit(node) if node.end == len(header) else Header("")
         except ParseError:
             read = Header("")
         if not read.name:
             self._phase = _DONE
-            return ""
+            return len(body)
         events.append(CallStart(0, read.name, read.id))
         self._phase = _LEAD
-        return text[cut:]
+        return cut
 
-    def _read_lead(self, text: str) -> str:
-        brace = text.find("{")
-        if brace < 0:
-            self._held.append(text)
-            return ""
-        self._held.append(text[:brace])
+    def _read_lead(self, body: str, pos: int, marks: list[int]) -> int:
+        """The text up to the first structure the walk found is the lead; the object starts there."""
+        index = bisect_left(marks, pos)
+        if index == len(marks):
+            self._held.append(body[pos:])
+            return len(body)
+        brace = marks[index]
+        self._held.append(body[pos:brace])
         lead, self._held = "".join(self._held), []
+        if body[brace] != "{" or not self._lead_fits(lead):
+            self._phase = _DONE
+            return len(body)
+        self._phase = _ARGUMENTS
+        return brace
+
+    def _lead_fits(self, lead: str) -> bool:
         try:
             self._grammar["lead"].parse(lead)
         except ParseError:
-            self._phase = _DONE
-            return ""
-        self._phase = _ARGUMENTS
-        return text[brace:]
-
-    def _read_arguments(self, text: str, events: list[StreamEvent]) -> str:
-        fragment = self._object.feed(text)
-        if fragment:
-            events.append(ArgumentsFragment(0, fragment))
-        if self._object.done:
-            self._phase = _DONE
-        return ""
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -288,8 +300,8 @@ class HeaderJson:
     def scanner(self) -> JsonAwareScanner:
         return JsonAwareScanner(self.closers, self.stops)
 
-    def streamer(self, tools: ToolSet) -> JsonAfterHeaderStreamer:
-        return JsonAfterHeaderStreamer(self.grammar, self.header_ends, self.ends_at_object)
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonAfterHeaderStreamer:
+        return JsonAfterHeaderStreamer(self.grammar, self.header_ends, marks_of(scanner, TOP), self.ends_at_object)
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         return _BodyReader(self.grammar, self.shape, self.arguments_marker)(envelope, tools)

@@ -4,8 +4,8 @@ per call with its name (`MessageSpec.call`).
 
 Read once while it streams: `JsonAwareScanner` finds the end (a closer outside JSON strings); in
 progressive mode `ArgumentsStreamer` sends the name at once and the object's raw text as it arrives
-(exactly the `arguments_json` the final read keeps); the C decoder (the grammars' `json_value`
-terminal) reads the finished body.
+(exactly the `arguments_json` the final read keeps), its extent read from the scanner's walk; the C
+decoder reads the finished body.
 
 Rules: the body must be a JSON object (a JSON string holding one is accepted, as in every JSON
 format); whitespace around it is framing; other text after it is `invalid_json`. A body the output
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..calls import arguments_of
 from ..grammar import DECODER, NotStrictJSON
 from ..json_reader import ObjectText
-from ..scanning import JsonAwareScanner
+from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
 from ..validation import ToolSet
@@ -42,8 +42,8 @@ class JsonArguments:
     def scanner(self) -> JsonAwareScanner:
         return JsonAwareScanner(self.closers)
 
-    def streamer(self, tools: ToolSet) -> ArgumentsStreamer:
-        return ArgumentsStreamer(self.name)
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> ArgumentsStreamer:
+        return ArgumentsStreamer(self.name, marks_of(scanner, TOP))
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         result = self._read(envelope)
@@ -156,16 +156,19 @@ _LEAD, _OBJECT, _END = range(3)
 
 class ArgumentsStreamer:
     """Sends the call's name with the first body text, then the arguments object as the raw text the
-    model writes (trailing whitespace held back) until it closes. A body that does not start with
-    `{` (a JSON string, or not JSON) is not streamed: the final read sends it whole."""
+    model writes (trailing whitespace held back) until it closes, its extent read from the marks of
+    the scanner's walk. A body that does not start with `{` (a JSON string, or not JSON) is not
+    streamed: the final read sends it whole."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, marks: Marks) -> None:
         self._name = name
+        self._marks = marks
         self._started = False
         self._phase = _LEAD
         self._object = ObjectText()
 
     def feed(self, body: str) -> list[StreamEvent]:
+        marks = self._marks.take(body)
         events: list[StreamEvent] = []
         if not self._started:
             self._started = True
@@ -173,6 +176,7 @@ class ArgumentsStreamer:
                 events.append(CallStart(0, self._name))
             else:
                 self._phase = _END
+        start = 0
         if self._phase == _LEAD:
             start = len(body) - len(body.lstrip(_JSON_SPACE))
             if start == len(body):
@@ -181,9 +185,8 @@ class ArgumentsStreamer:
                 self._phase = _END
                 return events
             self._phase = _OBJECT
-            body = body[start:]
         if self._phase == _OBJECT:
-            fragment = self._object.feed(body)
+            fragment = self._object.feed(body, start, marks)
             if fragment:
                 events.append(ArgumentsFragment(0, fragment))
             if self._object.done:

@@ -2,11 +2,13 @@
 (Hermes) or a JSON list of them (Granite 3, Nemotron v2, Command R7B, Apertus), ending at a closer
 written outside JSON strings, or where the JSON value ends.
 
-Read once while it streams: the scanner (`JsonAwareScanner`) finds the end, jumping between
-quotes, backslashes and brackets and skipping complete values with the C decoder; in progressive
-mode `JsonObjectCallStreamer` walks the same text once more, for the names, ids and arguments
-text; the grammar (`formats/<grammar>.peg` around the shared `json_call_object` fragment, and
-`json_call_list` for lists) reads the finished body, with a C-decoder fast path for plain objects.
+Read once while it streams: the scanner finds the end (`JsonAwareScanner` for a closer outside JSON
+strings, jumping between quotes, backslashes and brackets and skipping complete values with the C
+decoder; `json_reader.JsonValueScanner`, the one incremental JSON reader, where the envelope ends
+with its JSON value); in progressive mode `JsonObjectCallStreamer` reads the names, ids and
+arguments text from the marks of that walk instead of walking the body again; the grammar
+(`formats/<grammar>.peg` around the shared `json_call_object` fragment, and `json_call_list` for
+lists) reads the finished body, with a C-decoder fast path for plain objects.
 
 Call-object rules, for every format of this kind:
 - `parameters` is accepted for `arguments`; no arguments key means `{}`; a JSON string holding an
@@ -38,7 +40,8 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, strict_loads
-from ..scanning import JsonAwareScanner
+from ..json_reader import JsonValueScanner
+from ..scanning import MEMBERS, EnvelopeScanner, JsonAwareScanner, Marks, WalkSource, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -181,7 +184,9 @@ class JsonCall:
     tag: str
     stops: tuple[str, ...] = ()
     id_keys: tuple[str, ...] = ()
-    end_at_value: bool = False  # the envelope ends where its JSON value ends (no closer needed)
+    # The envelope ends where its JSON value ends (no closer), read by `json_reader.JsonValueScanner`:
+    # checked as JSON while it streams, a value that stops being JSON runs to the next stop or the end.
+    end_at_value: bool = False
     # When set, an object with any other key, or whose "name" is not a string, is not a call: `parse`
     # returns no result (an anchored envelope is then content: Llama 3's JSON answers).
     call_keys: tuple[str, ...] = ()
@@ -191,11 +196,13 @@ class JsonCall:
     numeric_ids: bool = False  # a number under an id key is the id, as its JSON text
     named_by_key: bool = False  # a call object is {"NAME": {arguments}}: its one key names the tool
 
-    def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, self.stops, self.end_at_value)
+    def scanner(self) -> EnvelopeScanner:
+        if self.end_at_value:
+            return JsonValueScanner(self.stops)
+        return JsonAwareScanner(self.closers, self.stops)
 
-    def streamer(self, tools: ToolSet) -> JsonObjectCallStreamer:
-        return JsonObjectCallStreamer(tools, self)
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonObjectCallStreamer:
+        return JsonObjectCallStreamer(self, marks_of(scanner, MEMBERS))
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
@@ -308,11 +315,6 @@ def _skip_space(text: str, pos: int) -> int:
     return _SPACE_RUN.match(text, pos).end()  # type: ignore[union-attr]
 
 
-_STRUCTURE = re.compile(r'["{}\[\]:,]')
-_IN_STRING = re.compile(r'["\\]')
-_WHITESPACE = " \t\n\r"
-
-
 # What the value of the call-object member being read is to the streamer.
 _NAME, _ID, _ARGUMENTS = "name", "id", "arguments"
 
@@ -349,10 +351,12 @@ class JsonObjectCallStreamer:
     value that is a JSON string is not streamed (its final text is the decoded string), nor is
     anything after the object or list. Two elements with no comma between them end the stream: the
     parse rejects what follows, and an element's text must never join another call's fragments.
-    Cost: one regex jump per quote, backslash or structural character, O(1) state per level."""
+    Cost: one step per quote and structural character, read from the marks of the scanner's walk
+    (`scanning.Marks`, down to `MEMBERS`): the body is not walked again; O(1) state per level."""
 
-    def __init__(self, tools: ToolSet | None = None, kind: JsonCall | None = None) -> None:
-        self._kind = kind if kind is not None else JsonCall("hermes", (), "")
+    def __init__(self, kind: JsonCall, marks: Marks) -> None:
+        self._kind = kind
+        self._marks = marks
         self._depth = 0
         # Depth of a call object's members: 2 in a list, 1 for a lone object (2 within doubled
         # braces: a lone object's is the depth of its first string).
@@ -362,7 +366,6 @@ class JsonObjectCallStreamer:
         self._k = 0
         self._element_expected = True  # in a list: the next element may open (start, or after a comma)
         self._in_string = False
-        self._escaped = False
         self._string: list[str] | None = None  # a key or name string being read at the call's level
         self._string_is_key = False
         self._key: str | None = None
@@ -374,42 +377,25 @@ class JsonObjectCallStreamer:
 
     def feed(self, body: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        pos = 0
+        pos = len(body)  # where what this piece holds for the open spans ends
         args_from = 0 if self._in_arguments else -1
         id_from = 0 if self._id_text is not None else -1
-        n = len(body)
-        while pos < n and not self._done:
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                    self._string_text(body[pos: pos + 1])
-                    pos += 1
-                    continue
-                match = _IN_STRING.search(body, pos)
-                if match is None:
-                    self._string_text(body[pos:])
-                    pos = n
-                    break
-                if match.group() == "\\":
-                    self._string_text(body[pos: match.end()])
-                    self._escaped = True
-                    pos = match.end()
-                    continue
-                self._string_text(body[pos: match.end()])
+        string_from = 0 if self._in_string else -1
+        for at in self._marks.take(body):
+            if self._done:
+                break
+            char = body[at]
+            if self._in_string:  # the quote that closes it: the walk marks nothing inside a string
+                self._string_text(body[string_from: at + 1])
                 self._in_string = False
-                pos = match.end()
+                string_from = -1
                 self._string_closed(events)
                 continue
-            match = _STRUCTURE.search(body, pos)
-            if match is None:
-                pos = n
-                break
-            char = match.group()
-            pos = match.end()
             depth = self._depth
             at_members = self._call is not None and depth == self._base
             if char == '"':
                 self._in_string = True
+                string_from = at + 1
                 if self._base is None and not self._kind.call_list:
                     self._base = depth
                     at_members = True
@@ -425,12 +411,13 @@ class JsonObjectCallStreamer:
                 elif self._listed and depth == 1:  # an element of the list
                     if not self._element_expected:
                         self._done = True
+                        pos = at + 1
                         break
                     self._element_expected = False
                     self._call = _Call(self._k) if char == "{" else None
                 if at_members and self._role == _ARGUMENTS and char == "{" and not self._in_arguments:
                     self._in_arguments = True
-                    args_from = match.start()
+                    args_from = at
                 if char == "{" and (self._base is None or depth + 1 == self._base):
                     self._expect_key = True
                     self._key = self._role = None
@@ -439,13 +426,13 @@ class JsonObjectCallStreamer:
                 self._depth -= 1
                 depth = self._depth
                 if self._in_arguments and depth == self._base:
-                    self._emit_arguments(events, body[args_from:pos])
+                    self._emit_arguments(events, body[args_from: at + 1])
                     self._in_arguments = False
                     args_from = -1
                     self._role = None
                 elif self._base is not None and depth == self._base - 1 and self._call is not None:
                     if self._id_text is not None:
-                        self._id_read(events, body[id_from: match.start()])
+                        self._id_read(events, body[id_from:at])
                     call = self._call
                     call.closed = True
                     self._start(call, events)
@@ -454,9 +441,10 @@ class JsonObjectCallStreamer:
                     call.held_later = []
                 if self._base is not None and depth < (1 if self._listed else self._base):
                     self._done = True
+                    pos = at + 1
             elif char == "," and at_members:
                 if self._id_text is not None:
-                    self._id_read(events, body[id_from: match.start()])
+                    self._id_read(events, body[id_from:at])
                 self._expect_key = True
                 self._key = self._role = None
             elif char == "," and self._listed and depth == 1:
@@ -467,7 +455,9 @@ class JsonObjectCallStreamer:
                 self._expect_key = False
                 self._role = self._role_of(self._call)
                 if self._role == _ID:
-                    self._id_text, id_from = [], pos
+                    self._id_text, id_from = [], at + 1
+        if string_from >= 0 and self._in_string:
+            self._string_text(body[string_from:pos])
         if self._in_arguments and args_from >= 0:
             self._emit_arguments(events, body[args_from:pos])
         if self._id_text is not None and id_from >= 0:

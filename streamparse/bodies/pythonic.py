@@ -31,7 +31,7 @@ from parsimonious.nodes import Node
 
 from ..grammar import encodable, load_grammar
 from ..python_literals import literal
-from ..scanning import ScanResult
+from ..scanning import ScanResult, WalkSource
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -132,7 +132,7 @@ class PythonicCalls:
     def scanner(self) -> BracketScanner:
         return BracketScanner(self.raw_single_quotes)
 
-    def streamer(self, tools: ToolSet) -> PythonicStreamer:
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> PythonicStreamer:
         return PythonicStreamer(self)
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
@@ -282,7 +282,7 @@ class CodeCall:
     def scanner(self) -> _ToEnd:
         return _ToEnd()
 
-    def streamer(self, tools: ToolSet) -> None:
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> None:
         return None
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:

@@ -41,7 +41,7 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..grammar import load_grammar
-from ..scanning import ScanResult, delimiters_of
+from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..schema_typing import coerce, property_schema, schema_types
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
@@ -96,7 +96,7 @@ class TaggedParams:
         """A fresh scanner for one call body of this dialect."""
         return XmlEnvelopeScanner(self.call_close, self.wrapper_closers, self.param_open, self.param_close)
 
-    def streamer(self, tools: ToolSet) -> XmlCallStreamer:
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> XmlCallStreamer:
         """A fresh progressive streamer for one call body of this dialect."""
         return XmlCallStreamer(self, tools)
 

@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING
 
 import regex  # type: ignore[import-untyped]
 
-from ..scanning import delimiters_of
+from ..scanning import delimiters_of, hold_merged
 from ..spec import AnchorSpec, CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection
 from ..types import INVALID_JSON, TOO_LONG
 from .envelopes import OpenEnvelope
-from .regions import hold_merged
 
 if TYPE_CHECKING:
     from .parser import StreamParser
@@ -128,9 +127,10 @@ class Anchors:
     def _open(self, parser: StreamParser, anchor: AnchorSpec, pos: int) -> None:
         body = anchor.body
         certain = not (anchor.must_end_output or anchor.may_be_content)
-        streamer = body.streamer(parser._tools) if parser._progressive and certain else None
+        scanner = body.scanner()
+        streamer = body.streamer(parser._tools, scanner) if parser._progressive and certain else None
         parser._return_mode = _CONTENT
-        parser._envelope = OpenEnvelope(self.table.envelopes[id(anchor)], "", body.scanner(), streamer, False,
+        parser._envelope = OpenEnvelope(self.table.envelopes[id(anchor)], "", scanner, streamer, False,
                                         parser._base + pos, anchor=anchor)
         parser._mode = _ENVELOPE
 

@@ -19,10 +19,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..scanning import hold_merged
 from ..spec import CALL, REASONING, Envelope, EnvelopeSpec, MessageSpec, Rejection
 from ..types import TRUNCATED
 from .envelopes import OpenEnvelope
-from .regions import Region, hold_merged
+from .regions import Region
 
 if TYPE_CHECKING:
     from .parser import StreamParser
@@ -206,8 +207,9 @@ def _open_call(parser: StreamParser, opener: str, name: str) -> None:
 
     state = _state(parser)
     kind = state.spec.call(name)
-    streamer = kind.streamer(parser._tools) if parser._progressive else None
-    parser._envelope = OpenEnvelope(EnvelopeSpec((), kind), opener, kind.scanner(), streamer, wrapped=False,
+    scanner = kind.scanner()
+    streamer = kind.streamer(parser._tools, scanner) if parser._progressive else None
+    parser._envelope = OpenEnvelope(EnvelopeSpec((), kind), opener, scanner, streamer, wrapped=False,
                                     position=state.position, length=len(opener))
     parser._return_mode = OUTSIDE
     parser._mode = ENVELOPE_MODE

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..registry import get_format
-from ..scanning import ScanResult
+from ..scanning import ScanResult, hold_merged
 from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, ParsedCall, Rejection, WrapperSpec
 from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token
 from ..validation import ToolSet
@@ -27,7 +27,7 @@ from .anchors import ANCHOR, TRAILING, Anchors
 from .delimiters import DelimiterSets, delimiter_sets
 from .envelopes import OpenEnvelope, OpenWrapper
 from .input import LookAlikes, Utf8Input
-from .regions import Output, Region, hold_merged
+from .regions import Output, Region
 from .settle import Settler
 
 if TYPE_CHECKING:
@@ -407,8 +407,10 @@ class StreamParser:
         if not wrapped:
             self._return_mode = return_mode
         body = envelope.body
-        self._envelope = OpenEnvelope(envelope, opener, body.scanner(),
-                                      body.streamer(self._tools) if self._progressive else None, wrapped, position)
+        scanner = body.scanner()
+        self._envelope = OpenEnvelope(envelope, opener, scanner,
+                                      body.streamer(self._tools, scanner) if self._progressive else None, wrapped,
+                                      position)
         self._mode = _ENVELOPE
 
     def _in_wrapper(self, text: str, pos: int) -> int:
@@ -545,6 +547,9 @@ class StreamParser:
     def _end_envelope(self, closer: str, complete: bool) -> None:
         envelope = self._envelope
         assert envelope is not None
+        # A body whose scanner found it can no longer be a call (`JsonValueScanner.broken`) is read
+        # as complete when the output ends: what is wrong with it is not the cut.
+        complete = complete or getattr(envelope.scanner, "broken", False)
         if envelope.anchor is not None and self._anchored is not None:
             self._anchored.ended(self, closer, complete)
             return
@@ -610,10 +615,10 @@ class StreamParser:
         self._settle_carry()
         if self._messages is not None:
             messages.end_of_output(self)
-        if self._anchored is not None:
-            self._anchored.finish(self)
         if self._mode == _ENVELOPE:
             self._end_envelope("", complete=False)
+        if self._anchored is not None:  # after the envelope: one read as complete waits for what follows
+            self._anchored.finish(self)
         if self._mode == _WRAPPER:
             wrapper = self._wrapper
             assert wrapper is not None

@@ -12,19 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..scanning import hold_merged
 from ..types import Delta
-
-
-def hold_merged(pieces: list[str], text: str) -> None:
-    """Append `text`, merging every last piece at least as long as the one before it: the lengths
-    then halve from first to last, so a run of n characters is O(log n) pieces, each character is
-    copied O(log n) times, and the list costs about one byte a character whatever the chunking."""
-    if not text:
-        return
-    pieces.append(text)
-    while len(pieces) > 1 and len(pieces[-1]) >= len(pieces[-2]):
-        last = pieces.pop()
-        pieces[-1] += last
 
 
 @dataclass
