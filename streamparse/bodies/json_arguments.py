@@ -16,13 +16,12 @@ cut off is `truncated` when it is an incomplete JSON prefix, `invalid_json` othe
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..calls import arguments_of
 from ..grammar import DECODER, NotStrictJSON
-from ..json_reader import ObjectText
-from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, marks_of
+from ..json_reader import MORE, JsonValueReader, ObjectText
+from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, delimiters_of, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
 from ..validation import ToolSet
@@ -84,69 +83,10 @@ class JsonArguments:
 
 # ----------------------------------------------------------------- an incomplete JSON value
 
-_TOKEN = re.compile(r'[ \t\n\r]*(?:("(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")|([{}\[\],:])'
-                    r"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?![0-9.eE+-])|true|false|null))")
-# What a value cut off by the end may look like: an open string, a number, a literal, begun.
-_CUT_VALUE = re.compile(r'[ \t\n\r]*(?:"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*(?:\\u?[0-9a-fA-F]{0,3})?'
-                        r"|-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?"
-                        r"|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?)\Z")
-_VALUE, _KEY, _COLON, _NEXT, _DONE = range(5)
-
-
 def json_prefix(text: str, pos: int = 0) -> bool:
-    """Whether `text[pos:]` is an incomplete JSON value: a proper prefix of some JSON text.
-
-    One pass of a small pushdown automaton over JSON tokens; only the token the text ends in may be
-    cut (an open string, a number or literal begun)."""
-    stack: list[str] = []
-    expect, first = _VALUE, False  # `first`: just after an opening bracket, which may close at once
-    while True:
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            break
-        string, punctuation, _ = match.groups()
-        if expect == _KEY:
-            if string is not None:
-                expect = _COLON
-            elif punctuation == "}" and first:
-                stack.pop()
-                expect = _NEXT if stack else _DONE
-            else:
-                return False
-        elif expect == _COLON:
-            if punctuation != ":":
-                return False
-            expect = _VALUE
-        elif expect == _VALUE:
-            if punctuation in ("{", "["):
-                stack.append(punctuation)
-                expect = _KEY if punctuation == "{" else _VALUE
-                first = True
-                pos = match.end()
-                continue
-            if punctuation == "]" and first and stack and stack[-1] == "[":
-                stack.pop()
-            elif punctuation is not None:
-                return False
-            expect = _NEXT if stack else _DONE
-        elif expect == _NEXT:
-            if punctuation == ",":
-                expect = _KEY if stack[-1] == "{" else _VALUE
-            elif punctuation is not None and punctuation == "]}"[stack[-1] == "{"]:
-                stack.pop()
-                expect = _NEXT if stack else _DONE
-            else:
-                return False
-        else:
-            return False  # text after a complete value
-        first = False
-        pos = match.end()
-    rest = text[pos:]
-    if not rest.strip(_JSON_SPACE):
-        return expect != _DONE
-    if expect == _VALUE or (expect == _KEY and rest.lstrip(_JSON_SPACE).startswith('"')):
-        return _CUT_VALUE.match(rest) is not None
-    return False
+    """Whether `text[pos:]` is an incomplete JSON value: a proper prefix of some JSON text (read
+    with the one incremental JSON reader, which needs more text to go on)."""
+    return JsonValueReader(delimiters_of(())).read(text, pos)[0] == MORE
 
 
 # ----------------------------------------------------------------- progressive mode
