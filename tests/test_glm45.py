@@ -16,7 +16,6 @@ from conftest import (
     SHARED,
     assert_every_mode_agrees,
     assert_stream_matches,
-    fold,
     ids,
     named_calls,
     run_stream,
@@ -151,14 +150,23 @@ def test_a_repeated_key_keeps_its_last_value() -> None:
     text = call("f", ("a", "1"), ("b", "2"), ("a", "3"), sep="")
     msg = parse(text)
     assert calls_of(msg) == [("f", {"a": "3", "b": "2"})]
-    # The JSON text keeps every member as written, so that what streamed before the repeat stays a
-    # prefix; JSON readers keep the last of repeated names.
-    assert msg.tool_calls[0].arguments_json == '{"a": "1", "b": "2", "a": "3"}'
-    assert json.loads(msg.tool_calls[0].arguments_json) == {"a": "3", "b": "2"}
+    # Strict JSON, each key once (#12): the key where it first stood, with its last value.
+    assert msg.tool_calls[0].arguments_json == '{"a": "3", "b": "2"}'
     for emit in ("validated", "progressive"):
         folded, streamed = run_stream(list(text), format=FORMAT, emit_calls=emit, id_factory=ids)
         assert streamed == msg
         assert_stream_matches(folded, msg)
+
+
+def test_progressive_mode_starts_a_call_at_its_name_and_sends_its_arguments_when_it_closes() -> None:
+    # A repeated key may come at any point and would change text already sent.
+    text = call("f", ("a", "1"), ("b", "2"))
+    parser = streamparse.StreamParser(format=FORMAT, emit_calls="progressive", id_factory=ids)
+    deltas = [delta for char in text[: text.index("</tool_call>")] for delta in parser.feed(char)]
+    started = [d.tool_calls[0] for d in deltas if d.tool_calls]
+    assert [(s.name, s.arguments) for s in started] == [("f", "")]
+    closing = [d.tool_calls[0] for d in parser.feed("</tool_call>") + parser.close() if d.tool_calls]
+    assert [(s.name, s.arguments) for s in closing] == [(None, '{"a": "1", "b": "2"}')]
 
 
 def test_values_are_typed_by_the_schema_strings_stay_raw() -> None:
@@ -253,29 +261,17 @@ def test_a_call_inside_reasoning_stays_reasoning() -> None:
 # ----------------------------------------------------------------- streaming
 
 
-def test_string_values_stream_as_json_escaped_fragments() -> None:
+def test_string_values_are_sent_json_escaped_when_the_call_closes() -> None:
     text = call("write_file", ("path", "a.py"), ("content", 'print("hi")\n\tx = 1\n'))
     folded, streamed = run_stream(list(text), format=FORMAT, tools=TOOLS, emit_calls="progressive", id_factory=ids)
     parser = streamparse.StreamParser(FORMAT, tools=TOOLS, emit_calls="progressive", id_factory=ids)
-    deltas: list[streamparse.Delta] = []
-    for char in text:
-        deltas += parser.feed(char)
-    fragments = argument_fragments(deltas)
-    # The name is sent first, then the arguments as they arrive, well before the call closes.
-    assert len(fragments) > 10 and '\\"hi\\"' in "".join(fragments) and "\\t" in "".join(fragments)
-    deltas += parser.close()
-    assert fold(deltas).calls[0]["arguments"] == streamed.tool_calls[0].arguments_json
+    before = [delta for char in text[: text.index("</tool_call>")] for delta in parser.feed(char)]
+    assert [(d.tool_calls[0].name, d.tool_calls[0].arguments) for d in before if d.tool_calls] == [("write_file", "")]
+    after = parser.feed("</tool_call>") + parser.close()
+    assert argument_fragments(after) == [streamed.tool_calls[0].arguments_json]
+    assert '\\"hi\\"' in streamed.tool_calls[0].arguments_json and "\\t" in streamed.tool_calls[0].arguments_json
     assert streamed.tool_calls[0].arguments == {"path": "a.py", "content": 'print("hi")\n\tx = 1\n'}
     assert_stream_matches(folded, streamed)
-
-
-def test_typed_values_are_sent_when_they_close() -> None:
-    text = call("get_weather", ("location", "Paris"), ("days", "3"))
-    parser = streamparse.StreamParser(FORMAT, tools=TOOLS, emit_calls="progressive", id_factory=ids)
-    sent = "".join(argument_fragments(parser.feed(text[: text.index("</arg_value>\n</tool_call>")])))
-    assert sent == '{"location": "Paris", "days": '
-    sent += "".join(argument_fragments(parser.feed(text[text.index("</arg_value>\n</tool_call>"):]) + parser.close()))
-    assert sent == '{"location": "Paris", "days": 3}'
 
 
 def test_token_aware_mode_reads_the_glm_special_tokens() -> None:

@@ -20,9 +20,11 @@ newline at the end of a value whose dialect drops it when the closing tag turns 
 
 A parameter name given twice rejects the call (`invalid_json`, naming the parameter): neither
 value is clearly the one meant, and the streamed text would not be an object with unique keys.
-A dialect that declares `repeated_key_last_wins` (GLM) keeps the last value instead; its
-`arguments_json` then writes every member as given, the repeated one included, so that the text
-streamed before the repeat stays a prefix (JSON readers keep the last of repeated names).
+A dialect that declares `repeated_key_last_wins` (GLM) keeps the last value instead, and its
+`arguments_json` is the resulting object, strict JSON with each key once (at its first place). A
+repeat can come at any point of the call and would change text already sent, so in progressive
+mode such a dialect's call is started (id and name) as soon as its name is read and its arguments
+are sent whole when it closes.
 
 Cost: each body character is searched once (compiled alternations, regex jumps); the text
 carried from one piece to the next is shorter than the longest tag, except a tag's own text (a
@@ -89,7 +91,8 @@ class TaggedParams:
     # or its head with no parameters) needs no end tag; cut inside a name, key or value it is
     # `truncated`. Otherwise every call the output cuts off is `truncated`.
     end_tag_optional: bool = False
-    # A parameter given twice keeps its last value; otherwise it rejects the call.
+    # A parameter given twice keeps its last value (progressive mode then sends the arguments when
+    # the call closes); otherwise it rejects the call.
     repeated_key_last_wins: bool = False
 
     def scanner(self) -> XmlEnvelopeScanner:
@@ -236,13 +239,7 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         value = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
         members.append((key, value))
         arguments[key] = value
-    if len(members) == len(arguments):
-        arguments_json = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
-    else:  # a repeated key: every member as written, so that what was streamed stays a prefix
-        arguments_json = "{" + ", ".join(
-            f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False, allow_nan=False)}"
-            for key, value in members) + "}"
-    return [ParsedCall(name, arguments, arguments_json)]
+    return [ParsedCall(name, arguments, json.dumps(arguments, ensure_ascii=False, allow_nan=False))]
 
 
 def _head_closed(head: Any) -> bool:
@@ -335,6 +332,9 @@ class XmlCallStreamer:
             return
         self._schema = self._tools.schema(name)
         events.append(CallStart(0, name))
+        if self._dialect.repeated_key_last_wins:  # a later repeat may change any member: sent at the close
+            self._state = _DONE
+            return
         events.append(ArgumentsFragment(0, "{"))
         self._state = _BETWEEN
 

@@ -3,6 +3,10 @@
 4.5/4.6 write a newline between elements, 4.7 none; both read alike. A string value is its raw text,
 any other value JSON: the tool's schema types it. There is no outer wrapper and no end-of-turn
 token. Reading and streaming are `bodies/tagged_params.py` (the `tagged_params` kind).
+
+A repeated key keeps its last value (FORMATS.md) and `arguments_json` is that object, strict JSON
+with each key once (a reader that kept the first of two names would run what was never validated);
+so in progressive mode a call's arguments are sent whole when it closes, after its name.
 """
 
 from __future__ import annotations
