@@ -144,8 +144,10 @@ WalkSource = Union["EnvelopeScanner", Marks]
 
 def marks_in(marks: list[int], origin: int, piece: str) -> list[int]:
     """`Marks.take` for a scanner that recorded `marks` (positions in its text) from `origin` on."""
-    size = len(piece)
-    return [at - origin for at in marks if at - origin < size]
+    if not marks:  # most pieces: string text
+        return marks
+    end = origin + len(piece)
+    return [at - origin for at in marks if at < end]
 
 
 @lru_cache(maxsize=64)
@@ -200,7 +202,7 @@ class JsonAwareScanner:
                 return ScanResult(pos)
             self._escaped = False
             pos += 1
-        limit = self._limit
+        limit, outside, members = self._limit, self._outside, self._members
         while True:
             if self._in_string:
                 match = _IN_STRING.search(text, pos)
@@ -218,7 +220,7 @@ class JsonAwareScanner:
                         marks.append(pos - 1)  # type: ignore[union-attr]
                 continue
             depth = self._depth
-            match = (self._members if 0 < depth <= limit else self._outside).search(text, pos)
+            match = (members if 0 < depth <= limit else outside).search(text, pos)
             if match is None:
                 return ScanResult(max(self._delimiters.held_from(text), pos))
             found = match.group()
