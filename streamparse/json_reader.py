@@ -351,8 +351,6 @@ class JsonValueScanner:
         if value.marks is not None:
             value.marks.clear()
             self._origin = pos
-        elif value.in_plain_string(text, pos):  # the common case while a value streams, first
-            return ScanResult(len(text))
         if self._state == _LEAD:
             assert self._lead is not None
             match = self._lead.match(text, pos, partial=True)
@@ -363,6 +361,8 @@ class JsonValueScanner:
             else:
                 self._state, pos = _VALUE, match.end()
         if self._state == _VALUE:
+            if value.in_plain_string(text, pos):  # the common case while a value streams
+                return ScanResult(len(text))
             what, at = value.read(text, pos)
             if what == MORE:
                 return ScanResult(at)

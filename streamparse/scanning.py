@@ -156,7 +156,8 @@ def _outside_pattern(strings: tuple[str, ...], structure: str = _STRUCTURE) -> r
 
 
 class JsonAwareScanner:
-    """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings.
+    """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings,
+    or, with `end_at_value`, where the first top-level JSON value ends (its brackets balance).
 
     A quote opens a string only inside brackets, so a stray `"` in the text around the JSON (a
     name, a fence) cannot hide the closer. The stops end an envelope whose closer the model forgot
@@ -171,9 +172,11 @@ class JsonAwareScanner:
     the scanner held back (a delimiter's prefix, at the end of the output) has no marks: the
     output ended inside the envelope, and the call is cut off."""
 
-    def __init__(self, closers: Iterable[str], stops: Iterable[str] = ()) -> None:
+    def __init__(self, closers: Iterable[str], stops: Iterable[str] = (), end_at_value: bool = False) -> None:
         self._closers = frozenset(closers)
         self._delimiters = delimiters_of((*self._closers, *stops))
+        # Granite's `<|tool_call|>[…]`, Llama 3's bare call objects: what follows is the region's.
+        self._end_at_value = end_at_value
         self._outside = _outside_pattern(self._delimiters.strings)
         self._members = self._outside  # the pattern where `:` and `,` are recorded too
         self._depth = 0
@@ -236,6 +239,8 @@ class JsonAwareScanner:
                     if end is not None:  # at C speed
                         if marks is not None:
                             marks += (match.start(), end - 1)
+                        if self._end_at_value:
+                            return ScanResult(end, end)
                         pos = end
                         continue
                 if depth <= limit:
@@ -246,6 +251,8 @@ class JsonAwareScanner:
                     if depth <= limit + 1:
                         marks.append(pos - 1)  # type: ignore[union-attr]
                     self._depth = depth - 1
+                    if depth == 1 and self._end_at_value:
+                        return ScanResult(pos, pos)
             elif found in ":,":  # only looked for down to the depth recorded
                 marks.append(pos - 1)  # type: ignore[union-attr]
             else:

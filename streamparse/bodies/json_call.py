@@ -2,13 +2,13 @@
 (Hermes) or a JSON list of them (Granite 3, Nemotron v2, Command R7B, Apertus), ending at a closer
 written outside JSON strings, or where the JSON value ends.
 
-Read once while it streams: the scanner finds the end (`JsonAwareScanner` for a closer outside JSON
-strings, jumping between quotes, backslashes and brackets and skipping complete values with the C
-decoder; `json_reader.JsonValueScanner`, the one incremental JSON reader, where the envelope ends
-with its JSON value); in progressive mode `JsonObjectCallStreamer` reads the names, ids and
-arguments text from the marks of that walk instead of walking the body again; the grammar
-(`formats/<grammar>.peg` around the shared `json_call_object` fragment, and `json_call_list` for
-lists) reads the finished body, with a C-decoder fast path for plain objects.
+Read once while it streams: the scanner (`JsonAwareScanner`) finds the end, a closer outside JSON
+strings or where the value's brackets balance, jumping between quotes, backslashes and brackets and
+skipping complete values with the C decoder (Mistral's lists, read by the `first_character` kind,
+end where `json_reader`'s checked JSON value ends); in progressive mode `JsonObjectCallStreamer`
+reads the names, ids and arguments text from the marks of that walk instead of walking the body
+again; the grammar (`formats/<grammar>.peg` around the shared `json_call_object` fragment, and
+`json_call_list` for lists) reads the finished body, with a C-decoder fast path for plain objects.
 
 Call-object rules, for every format of this kind:
 - `parameters` is accepted for `arguments`; no arguments key means `{}`; a JSON string holding an
@@ -40,8 +40,7 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, strict_loads
-from ..json_reader import JsonValueScanner
-from ..scanning import MEMBERS, EnvelopeScanner, JsonAwareScanner, Marks, WalkSource, marks_of
+from ..scanning import MEMBERS, JsonAwareScanner, Marks, WalkSource, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -184,9 +183,7 @@ class JsonCall:
     tag: str
     stops: tuple[str, ...] = ()
     id_keys: tuple[str, ...] = ()
-    # The envelope ends where its JSON value ends (no closer), read by `json_reader.JsonValueScanner`:
-    # checked as JSON while it streams, a value that stops being JSON runs to the next stop or the end.
-    end_at_value: bool = False
+    end_at_value: bool = False  # the envelope ends where its JSON value ends (its brackets balance; no closer)
     # When set, an object with any other key, or whose "name" is not a string, is not a call: `parse`
     # returns no result (an anchored envelope is then content: Llama 3's JSON answers).
     call_keys: tuple[str, ...] = ()
@@ -196,10 +193,8 @@ class JsonCall:
     numeric_ids: bool = False  # a number under an id key is the id, as its JSON text
     named_by_key: bool = False  # a call object is {"NAME": {arguments}}: its one key names the tool
 
-    def scanner(self) -> EnvelopeScanner:
-        if self.end_at_value:
-            return JsonValueScanner(self.stops)
-        return JsonAwareScanner(self.closers, self.stops)
+    def scanner(self) -> JsonAwareScanner:
+        return JsonAwareScanner(self.closers, self.stops, self.end_at_value)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonObjectCallStreamer:
         return JsonObjectCallStreamer(self, marks_of(scanner, MEMBERS))

@@ -35,9 +35,7 @@ GRANITE = FormatSpec(
     aliases=(),
     reasoning=(THINK,),
     envelopes=(
-        # No closing token: the list runs to where its JSON value ends (checked as JSON while it streams,
-        # `json_reader`: a list that stops being JSON runs to the end, the rejected call's raw text);
-        # text after a complete list is content.
+        # No closing token: the list runs to where its JSON value ends; text after it is content.
         EnvelopeSpec(openers=(OPENER,), body=JsonCall("granite", closers=(), tag=OPENER, end_at_value=True,
                                                       call_list=True)),
     ),
