@@ -14,7 +14,7 @@ MEMBERS = [("name", '"f"'), ("name", '"g"'), ("arguments", '{"a": 1, "s": "x}y"}
            ("arguments", '"{\\"c\\": 3}"'), ("id", '"abcdefghi"'), ("type", '"function"'),
            ("extra", '{"k": "</tool_call>"}'), ("arguments", "[1]")]
 # Each format's wire shape around one call object.
-WRAP = {"hermes": "<tool_call>\n{}\n</tool_call>", "mistral": "[TOOL_CALLS][{}]"}
+WRAP = {"hermes": "<tool_call>\n{}\n</tool_call>", "mistral": "[TOOL_CALLS][{}]", "llama3_json": "<|python_tag|>{}"}
 TOOLS = [{"name": n, "parameters": {"type": "object"}} for n in ("f", "g")]
 
 
@@ -31,7 +31,9 @@ def test_every_json_call_object_streams_exactly_what_parse_reads(data: st.DataOb
                                                                   tools: object) -> None:
     text = "Calling." + "".join(WRAP[fmt].replace("{}", obj) for obj in objects)
     parsed = assert_every_mode_agrees(data, text, fmt, tools)
-    assert len(parsed.tool_calls) + len(parsed.rejected) >= 1
+    # Every object is a call or a rejection; in llama3_json one with another key is an answer (content).
+    answers = [obj for obj in objects if fmt == "llama3_json" and obj in parsed.content]
+    assert len(parsed.tool_calls) + len(parsed.rejected) + len(answers) >= 1
 
 
 def test_the_two_progressive_cases_of_the_issue() -> None:
@@ -56,6 +58,7 @@ def test_the_two_progressive_cases_of_the_issue() -> None:
 LIST_MEMBERS = {
     "granite": MEMBERS,
     "nemotron": MEMBERS,
+    "lfm2": MEMBERS,
     "command_r7b": [("tool_name", '"f"'), ("tool_name", '"g"'), ("parameters", '{"a": 1, "s": "x]y"}'),
                     ("arguments", '{"b": [2]}'), ("parameters", '"{\\"c\\": 3}"'), ("tool_call_id", '"0"'),
                     ("tool_call_id", "7"), ("tool_call_id", "null"), ("tool_call_id", '"0"'), ("name", '"h"'),
@@ -63,7 +66,8 @@ LIST_MEMBERS = {
     "apertus": [("f", '{"a": 1}'), ("g", '{"s": "}]"}'), ("f", '"{\\"c\\": 3}"'), ("g", "3"), ("f", "{}")],
 }
 LIST_WRAP = {"granite": ("<|tool_call|>", ""), "nemotron": ("<TOOLCALL>", "</TOOLCALL>"),
-             "command_r7b": ("<|START_ACTION|>", "<|END_ACTION|>"), "apertus": ("<|tools_prefix|>", "<|tools_suffix|>")}
+             "command_r7b": ("<|START_ACTION|>", "<|END_ACTION|>"), "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
+             "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>")}
 
 
 @st.composite
