@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from functools import cache
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any, overload
 
@@ -160,6 +161,8 @@ def _canonical(value: Any) -> Any:
 
 def _all_unique(items: list[Any]) -> bool:
     """Whether no item repeats an earlier one (JSON equality: the canonical keys of `_canonical`)."""
+    if all(map(isinstance, items, repeat(str))):  # the common case: strings are equal as JSON when equal
+        return len(set(items)) == len(items)
     seen: set[Any] = set()
     for item in items:
         key = _canonical(item)
