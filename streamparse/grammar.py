@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,10 @@ class StrictDecoder(json.JSONDecoder):
     ("nested too deeply"), which the C decoder reports as a RecursionError.
 
     Cost: the C scanner stays (the hooks run once per object and per non-integer number); the
-    surrogate check is a scan of the value's text at C speed (`str.isascii`, `in`), and walks the
-    decoded value only when an escaped surrogate is written."""
+    surrogate check is a scan of the value's text at C speed (`str.isascii`, one regex search), and
+    walks the decoded value only when an escaped surrogate is written."""
+
+    scan_once: Callable[[str, int], tuple[Any, int]]  # set by JSONDecoder: the C scanner
 
     def __init__(self) -> None:
         super().__init__(parse_constant=_reject_constant, parse_float=_finite_float,
@@ -91,20 +94,25 @@ class StrictDecoder(json.JSONDecoder):
 
     def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
         try:
-            value, end = super().raw_decode(s, idx)
-        except json.JSONDecodeError:
-            raise
+            value, end = self.scan_once(s, idx)
+        except StopIteration as error:
+            raise json.JSONDecodeError("Expecting value", s, error.value) from None
         except _NotStrict as error:
             raise NotStrictJSON(str(error), s, idx) from None
         except RecursionError:
             raise NotStrictJSON("nested too deeply", s, idx) from None
-        text = s[idx:end]
-        if not encodable(text) or "\\ud" in text or "\\uD" in text:
+        # `isascii` is O(1) and holds for most outputs: then only an escape can write a surrogate.
+        raw = s.isascii() or encodable(s[idx:end])
+        if not raw or _SURROGATE_ESCAPE.search(s, idx, end) is not None:
             bad = _lone_surrogate(value)
-            if bad is not None or not encodable(text):
-                shown = (bad or text)[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            if bad is not None or not raw:
+                shown = (bad or s[idx:end])[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
                 raise NotStrictJSON(f'a lone surrogate (not a Unicode character) in "{shown}"', s, idx)
         return value, end
+
+
+# Where an escaped surrogate (`\ud800`-`\udfff`, either case) may be written: one regex pass.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
 
 
 DECODER = StrictDecoder()
