@@ -8,7 +8,6 @@ moment a special token arrives.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 
 from ..scanning import Delimiters
 from ..spec import FormatSpec
@@ -62,7 +61,18 @@ class DelimiterSets:
         return found
 
 
-@lru_cache(maxsize=128)
+_BUILT: dict[tuple[int, bool, frozenset[str]], tuple[FormatSpec, DelimiterSets]] = {}
+
+
 def delimiter_sets(spec: FormatSpec, extract: bool, exclude: frozenset[str]) -> DelimiterSets:
-    """Built once per format and options, not per parser: a server makes a parser per request."""
-    return DelimiterSets(spec, extract, exclude)
+    """Built once per format and options, not per parser: a server makes a parser per request.
+
+    Kept by the spec's identity (hashing a `FormatSpec` hashes every field, a microsecond per
+    parser); the spec is kept with its sets, so its id cannot be reused while the entry lives."""
+    key = (id(spec), extract, exclude)
+    found = _BUILT.get(key)
+    if found is None or found[0] is not spec:
+        if len(_BUILT) >= 128:
+            _BUILT.clear()
+        found = _BUILT[key] = (spec, DelimiterSets(spec, extract, exclude))
+    return found[1]
