@@ -334,7 +334,7 @@ def _parameter_names(schema: Mapping[str, Any]) -> list[str]:
 
 
 class _Tool:
-    __slots__ = ("fast", "schema", "typing", "validator")
+    __slots__ = ("fast", "patterns", "schema", "typing", "validator")
 
     def __init__(self, name: str, schema: Any) -> None:
         cls = validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -350,9 +350,20 @@ class _Tool:
         self.schema = schema
         self.validator = bounded(schema, registry=Registry(), format_checker=checker)
         self.typing = _typing_schema(schema)
+        self.patterns = _may_search(schema)
         # A fast yes for schemas in the common subset (fast_schema.py); only jsonschema says no.
         drafts = (jsonschema.Draft202012Validator, jsonschema.Draft201909Validator)
         self.fast = compile_schema(schema, _search, _all_unique) if cls in drafts else None
+
+
+def _may_search(schema: Any) -> bool:
+    """Whether checking a call against `schema` may search a regular expression (`pattern`,
+    `patternProperties`, `format`), and so needs the call's pattern budget; True when unsure."""
+    try:
+        text = json.dumps(schema)
+    except (TypeError, ValueError, RecursionError):
+        return True
+    return '"pattern' in text or '"format"' in text
 
 
 def _check_patterns(name: str, schema: Any) -> None:
@@ -631,7 +642,8 @@ class ToolSet:
         if tool is None:
             known = ", ".join(sorted(self._tools._tools)) or "none"
             return UNKNOWN_TOOL, [f"no tool named {_short(name)} was offered (offered: {known})"]
-        _budget.deadline = time.monotonic() + PATTERN_BUDGET_SECONDS  # one pattern budget for both checks
+        if tool.patterns:
+            _budget.deadline = time.monotonic() + PATTERN_BUDGET_SECONDS  # one pattern budget for both checks
         if tool.fast is not None:
             try:
                 if tool.fast(arguments):

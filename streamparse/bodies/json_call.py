@@ -120,7 +120,8 @@ def call_of(members: list[Member], id_keys: tuple[str, ...], name_keys: tuple[st
     keeps the model's id too, so that ids stay unique the same way in both emit modes."""
     written = next(((v, raw) for k, v, raw in members if k in id_keys), None) if id_keys else None
     call_id = written_id(written, numeric_ids)
-    present = [key for key in argument_keys if any(k == key for k, _, _ in members)]
+    keys = [k for k, _, _ in members]
+    present = [key for key in argument_keys if key in keys]
     if len(present) > 1:
         result: CallResult = Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and "
                                                       f"{present[1]!r}; which one holds the arguments is unclear"])
@@ -199,14 +200,12 @@ class JsonCall:
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
-        empty = empty_body(envelope, self.tag, f"empty {self.tag} envelope")
-        if empty is not None:
-            return empty
+        if not body or body.isspace():
+            return empty_body(envelope, self.tag, f"empty {self.tag} envelope") or []
         if self.call_list:
             return self._read_list(body, envelope.complete)
         # Fast path for the common case, one plain object; the grammar reads everything else.
-        start = len(body) - len(body.lstrip(_JSON_SPACE))
-        found = object_members(body, start)
+        found = object_members(body, _skip_space(body, 0))
         if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
             return self._calls(found[0])
         try:
