@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import regex  # type: ignore[import-untyped]
+from parsimonious.expressions import Expression, Literal, Lookahead, OneOf, Quantifier, Regex, Sequence
 from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node
 
@@ -198,3 +200,62 @@ def load_grammar(name: str, raw_single_quotes: bool = False) -> Grammar:
         json_object=_json_rule("json_object", dict),
         py_value=_raw_python_value if raw_single_quotes else _python_value,
     )
+
+
+# ----------------------------------------------------------------- a rule as one regular expression
+
+_DEFAULT_FLAGS = regex.compile("").flags
+
+
+def _as_regex(expression: Expression, captures: frozenset[str], seen: set[str]) -> str | None:
+    """`expression` written as a `regex` pattern that matches exactly what parsimonious matches at a
+    position, or None when it holds a custom rule (a JSON terminal) or a terminal that cannot be
+    embedded. A PEG never backtracks into what it matched: every part is an atomic group; ordered
+    choice is an alternation inside one. Rules named in `captures` become named groups (once each)."""
+    if isinstance(expression, Literal):
+        pattern: str = regex.escape(expression.literal)
+    elif isinstance(expression, Regex):
+        if expression.re.flags != _DEFAULT_FLAGS or expression.re.groups:
+            return None
+        pattern = f"(?>{expression.re.pattern})"
+    elif isinstance(expression, Lookahead):
+        inner = _as_regex(expression.members[0], captures, seen)
+        if inner is None:
+            return None
+        pattern = f"(?!{inner})" if expression.negativity else f"(?={inner})"
+    elif isinstance(expression, Quantifier):
+        inner = _as_regex(expression.members[0], captures, seen)
+        if inner is None:
+            return None
+        most = "" if expression.max == float("inf") else str(expression.max)
+        # parsimonious tries no repetition at the end of the text (even one that could match empty)
+        pattern = f"(?>(?:(?!\\Z){inner}){{{expression.min},{most}}})"
+    elif isinstance(expression, (Sequence, OneOf)):
+        parts = [_as_regex(member, captures, seen) for member in expression.members]
+        if any(part is None for part in parts):
+            return None
+        joined = ("|" if isinstance(expression, OneOf) else "").join(parts)  # type: ignore[arg-type]
+        pattern = f"(?>{joined})"
+    else:
+        return None
+    if expression.name in captures:
+        if expression.name in seen:  # a rule captured twice: not one group
+            return None
+        seen.add(expression.name)
+        pattern = f"(?P<{expression.name}>{pattern})"
+    return pattern
+
+
+@cache
+def rule_regex(grammar: str, rules: tuple[str, ...], captures: frozenset[str]) -> Any | None:
+    """The rules `rules` of `formats/<grammar>.peg`, one after the other, as one compiled `regex`
+    that matches exactly what parsimonious matches for them in turn (its groups: the rules named in
+    `captures`), or None when they cannot be written as one (a custom terminal, a rule captured
+    twice). For the short parts of a body around its JSON value: one match instead of a parse
+    node and a visit per rule."""
+    compiled = load_grammar(grammar)
+    seen: set[str] = set()
+    parts = [_as_regex(compiled[rule], captures, seen) for rule in rules]
+    if any(part is None for part in parts):
+        return None
+    return regex.compile("".join(parts))  # type: ignore[arg-type]
