@@ -14,13 +14,19 @@ from ..spec import FormatSpec
 
 
 class DelimiterSets:
-    """What the start, the text regions and each wrapper of one format look for."""
+    """What the start, the text regions and each wrapper of one format look for, and what each
+    delimiter found opens."""
 
     def __init__(self, spec: FormatSpec, extract: bool, exclude: frozenset[str]) -> None:
         def keep(strings: Sequence[str]) -> list[str]:
             return [s for s in strings if s not in exclude]
 
         closer_of = dict(spec.reasoning)
+        # What each delimiter found opens or closes (the same for every parser of the format).
+        self.closer_of = closer_of
+        self.reasoning_closers = tuple(dict.fromkeys(closer_of.values()))
+        self.envelope_of = {opener: envelope for envelope in spec.envelopes for opener in envelope.openers}
+        self.wrapper_of = {opener: wrapper for wrapper in spec.wrappers for opener in wrapper.openers}
         self.reasoning_openers = Delimiters(keep(list(closer_of)))
         # In token-aware mode a call starts only at a special token: an opener that is ordinary text
         # (Qwen3-Coder's `<function=`) counts only inside a wrapper that a special token opened.
