@@ -21,7 +21,6 @@ streamer walks the body once more and reads each call's text once, when its `)` 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node
 
-from ..grammar import encodable, load_grammar
+from ..grammar import encodable, json_text, load_grammar
 from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, literal
 from ..scanning import ScanResult
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
@@ -212,7 +211,7 @@ class PythonicCalls:
                 arguments[keyword] = literal(argument.children[4].text, self.raw_single_quotes)
             except (ValueError, RecursionError) as error:
                 return Rejection(INVALID_JSON, [f"{name}.{keyword}: {error}"], name=name)
-        arguments_json = json.dumps(arguments, ensure_ascii=False)
+        arguments_json = json_text(arguments)
         if not encodable(name) or not encodable(arguments_json):
             return Rejection(INVALID_JSON, [f"{name}: a lone surrogate (not a Unicode character)"])
         return ParsedCall(name, arguments, arguments_json)
@@ -298,7 +297,7 @@ class CodeCall:
         if not code:
             return [Rejection(INVALID_JSON, ["no code after the tag"], name=self.name)]
         arguments = {self.argument: code}
-        arguments_json = json.dumps(arguments, ensure_ascii=False)
+        arguments_json = json_text(arguments)
         if not encodable(arguments_json):
             return [Rejection(INVALID_JSON, ["a lone surrogate (not a Unicode character)"], name=self.name)]
         return [ParsedCall(self.name, arguments, arguments_json)]

@@ -42,7 +42,7 @@ from parsimonious.exceptions import ParseError
 from parsimonious.expressions import Literal, Regex
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..grammar import load_grammar
+from ..grammar import json_text, load_grammar
 from ..scanning import ScanResult, delimiters_of
 from ..schema_typing import coerce, property_schema, schema_types
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
@@ -291,10 +291,10 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         members.append((key, value))
         arguments[key] = value
     if len(members) == len(arguments):
-        arguments_json = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        arguments_json = json_text(arguments)
     else:  # a repeated key: every member as written, so that what was streamed stays a prefix
         arguments_json = "{" + ", ".join(
-            f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False, allow_nan=False)}"
+            f"{json_text(key)}: {json_text(value)}"
             for key, value in members) + "}"
     return [ParsedCall(name, arguments, arguments_json)]
 
