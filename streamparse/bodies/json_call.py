@@ -37,7 +37,7 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
-from ..grammar import DECODER, ValueNode, load_grammar, strict_loads
+from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
 from ..scanning import JsonAwareScanner
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
@@ -238,11 +238,16 @@ class JsonCall:
         one rejection. Cost: each element is decoded once (C decoder; the grammar only for the
         elements that are not plain objects)."""
         grammar = load_grammar(self.grammar)
-        try:
-            pos = grammar["list_open"].match(body).end
-            listed = True
-        except ParseError:  # a bare call object: a list of one
-            pos, listed = 0, False
+        list_open = rule_regex(self.grammar, ("list_open",), frozenset())
+        if list_open is not None:  # the rule as one regex: the same match, no parse node
+            opened = list_open.match(body)
+            pos, listed = (opened.end(), True) if opened is not None else (0, False)
+        else:
+            try:
+                pos = grammar["list_open"].match(body).end
+                listed = True
+            except ParseError:  # a bare call object: a list of one
+                pos, listed = 0, False
         results: list[CallResult] = []
         item_at = pos
         closed = broken = False
