@@ -78,7 +78,9 @@ def route(header: str, complete: bool) -> MessageRoute:
     return MessageRoute(REASONING if channel == "analysis" else CONTENT)
 
 
+@lru_cache(maxsize=256)
 def call_body(name: str) -> JsonArguments:
+    """The body kind of a call message to `name` (kept: a few tools are called again and again)."""
     return JsonArguments(name, closers=TERMINATORS, tag="the call message", unknown_tool_first=True)
 
 
