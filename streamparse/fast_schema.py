@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from itertools import repeat
 from typing import Any
+from weakref import WeakKeyDictionary
 
 Check = Callable[[Any], bool]
 
@@ -63,6 +64,11 @@ _TYPES: dict[str, Check] = {
 # checked by `map(isinstance, …)`, at C speed, instead of one Python call per item.
 _CLASS_OF: dict[Check, type] = {_TYPES["null"]: type(None), _TYPES["boolean"]: bool, _TYPES["string"]: str,
                                 _TYPES["array"]: list, _TYPES["object"]: dict}
+
+
+# The `required` checks made, with their names: next to an "object" type check they fuse into one.
+# (Weak keys: a compiled schema that is dropped takes its entries with it.)
+_REQUIRED: WeakKeyDictionary[Check, frozenset[str]] = WeakKeyDictionary()
 
 
 def _always(v: Any) -> bool:
@@ -110,7 +116,11 @@ def _all_of(checks: list[Check]) -> Check:
         return checks[0]
     cls = next((_CLASS_OF[check] for check in checks if check in _CLASS_OF), None)
     if cls is not None:  # a type check, inlined: one Python call less per instance node
-        rest = _all_of([check for check in checks if _CLASS_OF.get(check) is not cls])
+        others = [check for check in checks if _CLASS_OF.get(check) is not cls]
+        if cls is dict and others and all(check in _REQUIRED for check in others):  # "object" + "required"
+            required = frozenset().union(*(_REQUIRED[check] for check in others))
+            return lambda v: isinstance(v, dict) and v.keys() >= required
+        rest = _all_of(others)
         if rest is _always:
             return next(check for check in checks if check in _CLASS_OF)
         return lambda v: isinstance(v, cls) and rest(v)
@@ -197,7 +207,9 @@ class _Compiler:
         if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
             raise _Unsupported("required")
         required = frozenset(value)
-        return lambda v: not isinstance(v, dict) or v.keys() >= required
+        check: Check = lambda v: not isinstance(v, dict) or v.keys() >= required  # noqa: E731
+        _REQUIRED[check] = required
+        return check
 
     def _additionalProperties(self, value: Any, schema: Mapping[str, Any]) -> Check:
         declared = schema.get("properties", {})
