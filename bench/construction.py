@@ -20,8 +20,9 @@ import streamparse
 from streamparse.registry import get_format
 from streamparse.validation import Tools
 
+from .measure import settle
 from .outputs import benchmark_output
-from .peer import load_peer, load_template
+from .peer import comparable_formats, load_peer, load_template
 
 
 def _tool(name: str, i: int) -> dict[str, Any]:
@@ -79,13 +80,20 @@ def tool_list(count: int) -> list[dict[str, Any]]:
 
 def best(run: Callable[[], object], reps: int, rounds: int = 5) -> float:
     """Best mean seconds per call over `rounds` rounds of `reps` calls."""
-    times = []
+    return alternated([run], reps, rounds)[0]
+
+
+def alternated(runs: list[Callable[[], object]], reps: int, rounds: int = 5) -> list[float]:
+    """`best` of each of `runs`, their rounds taken in turn (A, B, A, B, ...) so that a change in the
+    machine's load falls on every side alike."""
+    times: list[list[float]] = [[] for _ in runs]
     for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(reps):
-            run()
-        times.append((time.perf_counter() - start) / reps)
-    return min(times)
+        for run, seen in zip(runs, times, strict=True):
+            start = time.perf_counter()
+            for _ in range(reps):
+                run()
+            seen.append((time.perf_counter() - start) / reps)
+    return [min(seen) for seen in times]
 
 
 def construction(counts: tuple[int, ...], reps: int) -> None:
@@ -130,6 +138,7 @@ def short_parse(reps: int) -> None:
 def outputs(formats: list[str], sizes: tuple[int, ...], reps: int) -> None:
     peer = load_peer()
     compiled = Tools(BENCH_TOOLS)
+    settle()  # transformers' many objects out of the collector's sight, as in `python -m bench`
     print(f"parse() of the benchmark outputs with the benchmark's tools (Tools), ms"
           f"{'' if peer else ' (transformers not installed: no comparison)'}")
     print(f"{'format':<14} {'size':>7} {'no tools':>9} {'tools':>9} {'transformers':>13} {'ratio':>6}  accepted")
@@ -140,15 +149,20 @@ def outputs(formats: list[str], sizes: tuple[int, ...], reps: int) -> None:
             output = benchmark_output(spec, size)
             text = output.text
             message = streamparse.parse(text, name, tools=compiled)
-            plain = best(lambda: streamparse.parse(text, name), reps)  # noqa: B023
-            ours = best(lambda: streamparse.parse(text, name, tools=compiled), reps)  # noqa: B023
+            runs: list[Callable[[], object]] = [
+                lambda: streamparse.parse(text, name),  # noqa: B023
+                lambda: streamparse.parse(text, name, tools=compiled),  # noqa: B023
+            ]
             cell, ratio = "-", "-"
             if peer is not None and template is not None:
                 try:
-                    theirs = best(lambda: peer.parse_response(text, template, prefix=""), reps)  # noqa: B023
-                    cell, ratio = f"{theirs * 1000:.2f}", f"{theirs / ours:.1f}x"
+                    peer.parse_response(text, template, prefix="")
+                    runs.append(lambda: peer.parse_response(text, template, prefix=""))  # noqa: B023
                 except Exception as error:
                     cell = type(error).__name__
+            plain, ours, *theirs = alternated(runs, reps)
+            if theirs:
+                cell, ratio = f"{theirs[0] * 1000:.2f}", f"{theirs[0] / ours:.2f}x"
             print(f"{name:<14} {len(text):>7} {plain * 1000:>9.2f} {ours * 1000:>9.2f} {cell:>13} {ratio:>6}  "
                   f"{len(message.tool_calls)}/{len(message.tool_calls) + len(message.rejected)}")
 
@@ -157,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.construction", description=__doc__)
     parser.add_argument("--reps", type=int, default=200, help="calls per timing round")
     parser.add_argument("--counts", default="0,1,10,50", help="tool list sizes")
-    parser.add_argument("--formats", default="hermes,qwen3_coder,deepseek_r1,deepseek_v3_1,deepseek_v3_2,mistral")
+    parser.add_argument("--formats", default=",".join(comparable_formats()),
+                        help="comma-separated (default: every format with a transformers response template)")
     parser.add_argument("--sizes", default="14000,52000,203000")
     parser.add_argument("--no-outputs", action="store_true", help="skip the 14K/52K/203K outputs")
     args = parser.parse_args(argv)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import streamparse
+from streamparse.registry import get_format
 
 from .measure import DEFAULT_REPS, PARSE_REPS, Reps, StreamTiming, best_of
 
@@ -53,6 +54,12 @@ def load_peer() -> Peer | None:
     except ImportError:
         return None
     return Peer(transformers.__version__, ResponseParser, parse_response, load_response_template)
+
+
+def comparable_formats() -> list[str]:
+    """Every registered format (by its canonical name, aliases folded) that has a response template."""
+    names = sorted({get_format(name).name for name in streamparse.formats()})
+    return [name for name in names if name not in INEXPRESSIBLE and template_path(name).exists()]
 
 
 def template_path(format: str) -> Path:

@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import json
 import re
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]  # the C string scanner
 from typing import Any
 
-from .grammar import DECODER, NotStrictJSON, strict_loads
+from .grammar import DECODER, NotStrictJSON, encodable, strict_loads
 from .spec import CallResult, ParsedCall, Rejection
 from .types import INVALID_JSON
 
 ARGUMENT_KEYS = ("arguments", "parameters")
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
+_AFTER_MEMBER = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 
 
 def object_members(text: str, pos: int) -> tuple[list[tuple[str, Any, str]], int] | None:
     """The members of the JSON object at `text[pos]` as `(key, value, raw value text)`, and where
     it ends; None when it is not one complete, valid object.
 
-    The fast path for what a grammar's `call_object` rule reads: each key and value is decoded by
-    the C decoder, and only the raw text of the values is cut out."""
+    The fast path for what a grammar's `call_object` rule reads: each key is read by the C string
+    scanner, each value decoded by the C decoder (`DECODER`), and only the raw text of the values
+    is cut out."""
     if not text.startswith("{", pos):
         return None
     members: list[tuple[str, Any, str]] = []
@@ -28,21 +32,23 @@ def object_members(text: str, pos: int) -> tuple[list[tuple[str, Any, str]], int
         return members, pos + 1
     try:
         while True:
-            key, pos = DECODER.raw_decode(text, pos)
-            if not isinstance(key, str):
+            if not text.startswith('"', pos):
                 return None
-            pos = _JSON_SPACE.match(text, pos).end()  # type: ignore[union-attr]
-            if not text.startswith(":", pos):
+            key, pos = _scanstring(text, pos + 1, True)
+            if not key.isascii() and not encodable(key):  # a lone surrogate: not strict JSON
                 return None
-            start = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            colon = _COLON.match(text, pos)
+            if colon is None:
+                return None
+            start = colon.end()
             value, pos = DECODER.raw_decode(text, start)
             members.append((key, value, text[start:pos]))
-            pos = _JSON_SPACE.match(text, pos).end()  # type: ignore[union-attr]
-            if text.startswith("}", pos):
-                return members, pos + 1
-            if not text.startswith(",", pos):
+            after = _AFTER_MEMBER.match(text, pos)
+            if after is None:
                 return None
-            pos = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            if after.group(1) == "}":
+                return members, after.start(1) + 1
+            pos = after.end()
     except (ValueError, RecursionError):
         return None
 

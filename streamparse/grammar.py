@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import regex  # type: ignore[import-untyped]
+from parsimonious.expressions import Expression, Literal, Lookahead, OneOf, Quantifier, Regex, Sequence
 from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node
 
@@ -82,8 +85,10 @@ class StrictDecoder(json.JSONDecoder):
     ("nested too deeply"), which the C decoder reports as a RecursionError.
 
     Cost: the C scanner stays (the hooks run once per object and per non-integer number); the
-    surrogate check is a scan of the value's text at C speed (`str.isascii`, `in`), and walks the
-    decoded value only when an escaped surrogate is written."""
+    surrogate check is a scan of the value's text at C speed (`str.isascii`, one regex search), and
+    walks the decoded value only when an escaped surrogate is written."""
+
+    scan_once: Callable[[str, int], tuple[Any, int]]  # set by JSONDecoder: the C scanner
 
     def __init__(self) -> None:
         super().__init__(parse_constant=_reject_constant, parse_float=_finite_float,
@@ -91,20 +96,25 @@ class StrictDecoder(json.JSONDecoder):
 
     def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
         try:
-            value, end = super().raw_decode(s, idx)
-        except json.JSONDecodeError:
-            raise
+            value, end = self.scan_once(s, idx)
+        except StopIteration as error:
+            raise json.JSONDecodeError("Expecting value", s, error.value) from None
         except _NotStrict as error:
             raise NotStrictJSON(str(error), s, idx) from None
         except RecursionError:
             raise NotStrictJSON("nested too deeply", s, idx) from None
-        text = s[idx:end]
-        if not encodable(text) or "\\ud" in text or "\\uD" in text:
+        # `isascii` is O(1) and holds for most outputs: then only an escape can write a surrogate.
+        raw = s.isascii() or encodable(s[idx:end])
+        if not raw or _SURROGATE_ESCAPE.search(s, idx, end) is not None:
             bad = _lone_surrogate(value)
-            if bad is not None or not encodable(text):
-                shown = (bad or text)[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            if bad is not None or not raw:
+                shown = (bad or s[idx:end])[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
                 raise NotStrictJSON(f'a lone surrogate (not a Unicode character) in "{shown}"', s, idx)
         return value, end
+
+
+# Where an escaped surrogate (`\ud800`-`\udfff`, either case) may be written: one regex pass.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
 
 
 DECODER = StrictDecoder()
@@ -112,6 +122,17 @@ DECODER = StrictDecoder()
 # extent as DECODER's, without the strictness hooks (about 20% of decoding an object-heavy value).
 # Never for reading a value.
 LENIENT_DECODER = json.JSONDecoder()
+
+
+# The writer of the `arguments_json` a kind builds from values it read (tagged parameters, pythonic
+# literals): `json.dumps(value, ensure_ascii=False)`, with one shared encoder and no circular check
+# (read data holds no cycle; the check keeps a dict entry per container, a fifth of the cost).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
+
+
+def json_text(value: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False)` of read data (finite numbers; `ValueError` otherwise)."""
+    return _ENCODER.encode(value)
 
 
 def strict_loads(text: str) -> Any:
@@ -190,3 +211,62 @@ def load_grammar(name: str, raw_single_quotes: bool = False) -> Grammar:
         json_object=_json_rule("json_object", dict),
         py_value=_raw_python_value if raw_single_quotes else _python_value,
     )
+
+
+# ----------------------------------------------------------------- a rule as one regular expression
+
+_DEFAULT_FLAGS = regex.compile("").flags
+
+
+def _as_regex(expression: Expression, captures: frozenset[str], seen: set[str]) -> str | None:
+    """`expression` written as a `regex` pattern that matches exactly what parsimonious matches at a
+    position, or None when it holds a custom rule (a JSON terminal) or a terminal that cannot be
+    embedded. A PEG never backtracks into what it matched: every part is an atomic group; ordered
+    choice is an alternation inside one. Rules named in `captures` become named groups (once each)."""
+    if isinstance(expression, Literal):
+        pattern: str = regex.escape(expression.literal)
+    elif isinstance(expression, Regex):
+        if expression.re.flags != _DEFAULT_FLAGS or expression.re.groups:
+            return None
+        pattern = f"(?>{expression.re.pattern})"
+    elif isinstance(expression, Lookahead):
+        inner = _as_regex(expression.members[0], captures, seen)
+        if inner is None:
+            return None
+        pattern = f"(?!{inner})" if expression.negativity else f"(?={inner})"
+    elif isinstance(expression, Quantifier):
+        inner = _as_regex(expression.members[0], captures, seen)
+        if inner is None:
+            return None
+        most = "" if expression.max == float("inf") else str(expression.max)
+        # parsimonious tries no repetition at the end of the text (even one that could match empty)
+        pattern = f"(?>(?:(?!\\Z){inner}){{{expression.min},{most}}})"
+    elif isinstance(expression, (Sequence, OneOf)):
+        parts = [_as_regex(member, captures, seen) for member in expression.members]
+        if any(part is None for part in parts):
+            return None
+        joined = ("|" if isinstance(expression, OneOf) else "").join(parts)  # type: ignore[arg-type]
+        pattern = f"(?>{joined})"
+    else:
+        return None
+    if expression.name in captures:
+        if expression.name in seen:  # a rule captured twice: not one group
+            return None
+        seen.add(expression.name)
+        pattern = f"(?P<{expression.name}>{pattern})"
+    return pattern
+
+
+@cache
+def rule_regex(grammar: str, rules: tuple[str, ...], captures: frozenset[str]) -> Any | None:
+    """The rules `rules` of `formats/<grammar>.peg`, one after the other, as one compiled `regex`
+    that matches exactly what parsimonious matches for them in turn (its groups: the rules named in
+    `captures`), or None when they cannot be written as one (a custom terminal, a rule captured
+    twice). For the short parts of a body around its JSON value: one match instead of a parse
+    node and a visit per rule."""
+    compiled = load_grammar(grammar)
+    seen: set[str] = set()
+    parts = [_as_regex(compiled[rule], captures, seen) for rule in rules]
+    if any(part is None for part in parts):
+        return None
+    return regex.compile("".join(parts))  # type: ignore[arg-type]

@@ -59,6 +59,13 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
 
 
+# The choices of each option, read from their `Literal` types once (not per parser).
+_CHOICES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("emit_calls", get_args(EmitCalls)), ("tool_calls_in_reasoning", get_args(ToolCallsInReasoning)),
+    ("on_rejected", get_args(OnRejected)), ("special_tokens", get_args(SpecialTokens)),
+)
+
+
 @dataclass(frozen=True)
 class Options:
     """The parser options, checked when made. Misuse raises `ValueError`/`TypeError` naming the option."""
@@ -75,10 +82,8 @@ class Options:
     special_tokens: SpecialTokens = "ignore"
 
     def __post_init__(self) -> None:
-        _check_choice("emit_calls", self.emit_calls, get_args(EmitCalls))
-        _check_choice("tool_calls_in_reasoning", self.tool_calls_in_reasoning, get_args(ToolCallsInReasoning))
-        _check_choice("on_rejected", self.on_rejected, get_args(OnRejected))
-        _check_choice("special_tokens", self.special_tokens, get_args(SpecialTokens))
+        for name, choices in _CHOICES:
+            _check_choice(name, getattr(self, name), choices)
         if not isinstance(self.thinking_forced_open, bool):
             raise TypeError(f"thinking_forced_open must be a bool; got {self.thinking_forced_open!r}")
         limit = self.max_call_chars
@@ -99,11 +104,12 @@ class Options:
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Options))
+_KEYWORDS = frozenset(OptionFields.__annotations__)
 
 
 def make_options(format: str, tools: ToolsLike, thinking_forced_open: bool, options: Mapping[str, Any]) -> Options:
     """The entry points' arguments as one checked `Options`; an unknown keyword is a `TypeError` naming it."""
-    unknown = sorted(set(options) - set(OptionFields.__annotations__))
+    unknown = sorted(set(options) - _KEYWORDS) if options else None
     if unknown:
         raise TypeError(f"unknown option {', '.join(map(repr, unknown))}; the options are: "
                         f"{', '.join(OPTION_NAMES)}")

@@ -12,7 +12,6 @@ import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, NamedTuple, Protocol
 
 from .scanning import EnvelopeScanner, WalkSource
@@ -57,10 +56,15 @@ class Envelope:
     complete: bool  # False when the output ended before the envelope did
     wrapped: bool  # opened inside a wrapper (e.g. `<tool_call>` around `<function=…>`)
 
-    @cached_property
+    @property
     def raw(self) -> str:
-        """Built once: every call of an envelope (a Mistral Nemo list holds many) carries it."""
-        return self.opener + self.body + self.closer
+        """Built once: every call of an envelope (a Mistral Nemo list holds many) carries it.
+        (Kept in the instance's `__dict__` directly: `functools.cached_property` takes a lock per
+        read on Python 3.11.)"""
+        found: str | None = self.__dict__.get("_raw")
+        if found is None:
+            found = self.__dict__["_raw"] = self.opener + self.body + self.closer
+        return found
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,8 @@ CallResult = ParsedCall | Rejection
 def empty_body(envelope: Envelope, tag: str, empty: str) -> list[CallResult] | None:
     """What every body kind says of an envelope with only whitespace in it: `truncated` when the
     output ended right after its opener `tag`, else `invalid_json` saying `empty`; None otherwise."""
-    if envelope.body.strip():
+    body = envelope.body
+    if body and not body.isspace():  # what `strip()` leaves, without copying the body
         return None
     if not envelope.complete:
         return [Rejection(TRUNCATED, [f"the output ended right after {tag}"])]

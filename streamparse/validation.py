@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from functools import cache
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any, overload
 
@@ -160,6 +161,8 @@ def _canonical(value: Any) -> Any:
 
 def _all_unique(items: list[Any]) -> bool:
     """Whether no item repeats an earlier one (JSON equality: the canonical keys of `_canonical`)."""
+    if all(map(isinstance, items, repeat(str))):  # the common case: strings are equal as JSON when equal
+        return len(set(items)) == len(items)
     seen: set[Any] = set()
     for item in items:
         key = _canonical(item)
@@ -331,7 +334,7 @@ def _parameter_names(schema: Mapping[str, Any]) -> list[str]:
 
 
 class _Tool:
-    __slots__ = ("fast", "schema", "typing", "validator")
+    __slots__ = ("fast", "patterns", "schema", "typing", "validator")
 
     def __init__(self, name: str, schema: Any) -> None:
         cls = validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -347,9 +350,20 @@ class _Tool:
         self.schema = schema
         self.validator = bounded(schema, registry=Registry(), format_checker=checker)
         self.typing = _typing_schema(schema)
+        self.patterns = _may_search(schema)
         # A fast yes for schemas in the common subset (fast_schema.py); only jsonschema says no.
         drafts = (jsonschema.Draft202012Validator, jsonschema.Draft201909Validator)
         self.fast = compile_schema(schema, _search, _all_unique) if cls in drafts else None
+
+
+def _may_search(schema: Any) -> bool:
+    """Whether checking a call against `schema` may search a regular expression (`pattern`,
+    `patternProperties`, `format`), and so needs the call's pattern budget; True when unsure."""
+    try:
+        text = json.dumps(schema)
+    except (TypeError, ValueError, RecursionError):
+        return True
+    return '"pattern' in text or '"format"' in text
 
 
 def _check_patterns(name: str, schema: Any) -> None:
@@ -628,7 +642,8 @@ class ToolSet:
         if tool is None:
             known = ", ".join(sorted(self._tools._tools)) or "none"
             return UNKNOWN_TOOL, [f"no tool named {_short(name)} was offered (offered: {known})"]
-        _budget.deadline = time.monotonic() + PATTERN_BUDGET_SECONDS  # one pattern budget for both checks
+        if tool.patterns:
+            _budget.deadline = time.monotonic() + PATTERN_BUDGET_SECONDS  # one pattern budget for both checks
         if tool.fast is not None:
             try:
                 if tool.fast(arguments):

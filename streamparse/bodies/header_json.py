@@ -17,15 +17,18 @@ the scanner's walk; the grammar reads the finished body.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, NamedTuple
 
 from parsimonious.exceptions import ParseError
+from parsimonious.expressions import OneOf, Sequence
 from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import arguments_of
-from ..grammar import DECODER, ValueNode, load_grammar
+from ..grammar import DECODER, ValueNode, load_grammar, rule_regex
 from ..json_reader import ObjectText
 from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
@@ -85,6 +88,37 @@ class _CallVisitor(NodeVisitor):  # type: ignore[misc]
 
 
 _VISITOR = _CallVisitor()
+_JSON_TERMINALS = frozenset(("json_value", "json_object", "json_string"))
+
+
+@cache
+def _shape(grammar: str) -> tuple[Any, Callable[[str, int], ValueNode | None], Any] | None:
+    """For `_BodyReader._read`: a grammar whose `body` is its header and lead, one JSON terminal
+    (or a choice of them), then its trail: (header and lead as one regex with the groups `name`
+    and `id`, the JSON rule's match function, the trail as one regex), or None."""
+    rules = load_grammar(grammar)
+    body = rules["body"]
+    if body is not rules.default_rule or not isinstance(body, Sequence) or len(body.members) != 4:
+        return None
+    header, lead, value, trail = body.members
+    if header.name != "header":
+        return None
+    terminals = value.members if isinstance(value, OneOf) else (value,)
+    if not all(terminal.name in _JSON_TERMINALS for terminal in terminals):  # the engine's C-decoder rules
+        return None
+
+    def match(text: str, pos: int) -> ValueNode | None:
+        """The JSON terminals' own match at `pos` (the first that matches, as the grammar's choice)."""
+        for terminal in terminals:
+            node = terminal._uncached_match(text, pos, None, None)
+            if node is not None:
+                return node  # type: ignore[no-any-return]
+        return None
+    before = rule_regex(grammar, (header.name, lead.name), frozenset(("name", "id")))
+    after = rule_regex(grammar, (trail.name,), frozenset())
+    if before is None or after is None or "name" not in before.groupindex:
+        return None
+    return before, match, after
 
 
 class _BodyReader:
@@ -105,7 +139,7 @@ class _BodyReader:
         if empty is not None:
             return empty
         try:
-            header, arguments = _VISITOR.visit(self.grammar.parse(body))
+            header, arguments = self._read(body) or _VISITOR.visit(self.grammar.parse(body))
         except ParseError:
             # A header read whole names the call and spends its id, as in progressive mode.
             header = self._header(body)
@@ -122,6 +156,32 @@ class _BodyReader:
             return [Rejection(INVALID_JSON, [f"{self._marker}: {read}" if self._marker else read],
                               name=header.name, id=header.id)]
         return [ParsedCall(header.name, read[0], read[1], header.id)]
+
+    def _read(self, body: str) -> tuple[Header, ValueNode] | None:
+        """What `_VISITOR` makes of the grammar's tree, without the tree: the header and lead as one
+        regex (`grammar.rule_regex`), the JSON value by the grammar's own terminal, the trail as one
+        regex; None when the grammar cannot be read so (then it reads the body itself, with its errors)."""
+        shape = _shape(self._grammar_name)
+        if shape is None:
+            return None
+        before, value_rule, after = shape
+        head = before.match(body)
+        if head is None:
+            return None
+        value = value_rule(body, head.end())
+        if value is None:
+            return None
+        tail = after.match(body, value.end)
+        if tail is None or tail.end() != len(body):
+            return None
+        written = head.group("id") if "id" in before.groupindex else None
+        name = head.group("name")
+        if written is not None:  # as visit_header: the name inside the id, else the one beside it
+            inside = head.start("name") >= head.start("id") and head.end("name") <= head.end("id")
+            name_in_id = (name or "").strip() if inside and name is not None else ""
+            beside = name.strip() if name is not None and not inside else None
+            return Header(name_in_id or beside or "", written.strip() or None), value
+        return (Header(name.strip()), value) if name is not None else None
 
     def _header(self, body: str) -> Header | None:
         try:

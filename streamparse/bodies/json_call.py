@@ -39,7 +39,7 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
-from ..grammar import DECODER, ValueNode, load_grammar, strict_loads
+from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
 from ..scanning import MEMBERS, JsonAwareScanner, Marks, WalkSource, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
@@ -122,7 +122,8 @@ def call_of(members: list[Member], id_keys: tuple[str, ...], name_keys: tuple[st
     keeps the model's id too, so that ids stay unique the same way in both emit modes."""
     written = next(((v, raw) for k, v, raw in members if k in id_keys), None) if id_keys else None
     call_id = written_id(written, numeric_ids)
-    present = [key for key in argument_keys if any(k == key for k, _, _ in members)]
+    keys = [k for k, _, _ in members]
+    present = [key for key in argument_keys if key in keys]
     if len(present) > 1:
         result: CallResult = Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and "
                                                       f"{present[1]!r}; which one holds the arguments is unclear"])
@@ -201,14 +202,12 @@ class JsonCall:
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
-        empty = empty_body(envelope, self.tag, f"empty {self.tag} envelope")
-        if empty is not None:
-            return empty
+        if not body or body.isspace():
+            return empty_body(envelope, self.tag, f"empty {self.tag} envelope") or []
         if self.call_list:
             return self._read_list(body, envelope.complete)
         # Fast path for the common case, one plain object; the grammar reads everything else.
-        start = len(body) - len(body.lstrip(_JSON_SPACE))
-        found = object_members(body, start)
+        found = object_members(body, _skip_space(body, 0))
         if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
             return self._calls(found[0])
         try:
@@ -241,11 +240,16 @@ class JsonCall:
         one rejection. Cost: each element is decoded once (C decoder; the grammar only for the
         elements that are not plain objects)."""
         grammar = load_grammar(self.grammar)
-        try:
-            pos = grammar["list_open"].match(body).end
-            listed = True
-        except ParseError:  # a bare call object: a list of one
-            pos, listed = 0, False
+        list_open = rule_regex(self.grammar, ("list_open",), frozenset())
+        if list_open is not None:  # the rule as one regex: the same match, no parse node
+            opened = list_open.match(body)
+            pos, listed = (opened.end(), True) if opened is not None else (0, False)
+        else:
+            try:
+                pos = grammar["list_open"].match(body).end
+                listed = True
+            except ParseError:  # a bare call object: a list of one
+                pos, listed = 0, False
         results: list[CallResult] = []
         item_at = pos
         closed = broken = False

@@ -21,7 +21,6 @@ streamer walks the body once more and reads each call's text once, when its `)` 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +28,8 @@ from typing import Any
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node
 
-from ..grammar import encodable, load_grammar
-from ..python_literals import literal
+from ..grammar import encodable, json_text, load_grammar
+from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, literal
 from ..scanning import ScanResult, WalkSource
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
@@ -40,6 +39,9 @@ _SPACE = re.compile(r"[ \t\r\n]*")
 _OUTSIDE = re.compile(r"""["'()\[\]{}]""")
 _IN_STRING = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _IN_RAW_STRING = {'"': _IN_STRING['"'], "'": re.compile("'")}
+# A string that closes within the text, as the walker reads it (plain quotes; a backslash escapes).
+_WHOLE_STRING = {quote: STRINGS[quote][0] for quote in "\"'"}
+_WHOLE_RAW_STRING = {'"': _WHOLE_STRING['"'], "'": RAW_SINGLE_QUOTED}
 
 
 class _Walker:
@@ -47,6 +49,7 @@ class _Walker:
 
     def __init__(self, raw_single_quotes: bool = False) -> None:
         self._in_string = _IN_RAW_STRING if raw_single_quotes else _IN_STRING
+        self._whole = _WHOLE_RAW_STRING if raw_single_quotes else _WHOLE_STRING
         self.depth = 0
         self.quote = ""  # inside a string opened by this quote
         self.escaped = False  # a piece ended with a backslash inside a string
@@ -78,6 +81,10 @@ class _Walker:
                 return None
             char = match.group()
             if char in "\"'":
+                whole = self._whole[char].match(text, match.start())
+                if whole is not None:  # the string closes in this piece: skipped in one match
+                    pos = whole.end()
+                    continue
                 self.quote = char
                 pos = match.end()
                 continue
@@ -204,7 +211,7 @@ class PythonicCalls:
                 arguments[keyword] = literal(argument.children[4].text, self.raw_single_quotes)
             except (ValueError, RecursionError) as error:
                 return Rejection(INVALID_JSON, [f"{name}.{keyword}: {error}"], name=name)
-        arguments_json = json.dumps(arguments, ensure_ascii=False)
+        arguments_json = json_text(arguments)
         if not encodable(name) or not encodable(arguments_json):
             return Rejection(INVALID_JSON, [f"{name}: a lone surrogate (not a Unicode character)"])
         return ParsedCall(name, arguments, arguments_json)
@@ -290,7 +297,7 @@ class CodeCall:
         if not code:
             return [Rejection(INVALID_JSON, ["no code after the tag"], name=self.name)]
         arguments = {self.argument: code}
-        arguments_json = json.dumps(arguments, ensure_ascii=False)
+        arguments_json = json_text(arguments)
         if not encodable(arguments_json):
             return [Rejection(INVALID_JSON, ["a lone surrogate (not a Unicode character)"], name=self.name)]
         return [ParsedCall(self.name, arguments, arguments_json)]

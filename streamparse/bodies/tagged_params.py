@@ -37,12 +37,14 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from parsimonious.exceptions import ParseError
+from parsimonious.expressions import Literal, Regex
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..grammar import load_grammar
+from ..grammar import json_text, load_grammar
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..schema_typing import coerce, property_schema, schema_types
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
@@ -195,6 +197,57 @@ class _CallVisitor(NodeVisitor):  # type: ignore[misc]
 
 _VISITOR = _CallVisitor()
 
+# The shape every dialect's grammar has (the tags are its terminals): what `_read_call` reads.
+_SHAPE = {"call": "call = call_head params ws", "params": "params = param*",
+          "param": "param = ws param_open param_head value param_close?"}
+Params = list[tuple[Any, str, bool]]
+
+
+@cache
+def _terminals(grammar: str) -> tuple[Any, Any, str, Any, Any, str] | None:
+    """The grammar's terminals (call_head, ws, param_open, param_head, value, param_close) when its
+    rules have `_SHAPE`, else None."""
+    rules = load_grammar(grammar)
+    if any(rules[name].as_rule() != rule for name, rule in _SHAPE.items()):
+        return None
+    patterns = [rules[name] for name in ("call_head", "ws", "param_head", "value")]
+    tags = [rules[name] for name in ("param_open", "param_close")]
+    if not all(isinstance(p, Regex) for p in patterns) or not all(isinstance(t, Literal) for t in tags):
+        return None
+    head, ws, param_head, value = (p.re for p in patterns)
+    return head, ws, tags[0].literal, param_head, value, tags[1].literal
+
+
+def _read_call(grammar: str, body: str) -> tuple[Any, Params] | None:
+    """What `_VISITOR` makes of the grammar's tree, read with the grammar's own terminals and no
+    tree (a PEG reads deterministically: the same matches, the same result); None where the
+    grammar would not read the whole body (its error is then the grammar's own) or has another shape.
+    Cost: one regex match per terminal, instead of a parse node and a visit per rule."""
+    terminals = _terminals(grammar)
+    if terminals is None:
+        return None
+    call_head, ws, param_open, param_head, value, param_close = terminals
+    head = call_head.match(body)
+    if head is None:
+        return None
+    params: Params = []
+    pos = head.end()
+    while True:  # param*: a param that does not match ends the repetition where it began
+        at = ws.match(body, pos).end()
+        if not body.startswith(param_open, at):
+            break
+        name = param_head.match(body, at + len(param_open))
+        if name is None:
+            break
+        raw = value.match(body, name.end())
+        if raw is None:
+            break
+        at = raw.end()
+        closed = body.startswith(param_close, at)
+        params.append((name, raw.group(), closed))
+        pos = at + len(param_close) if closed else at
+    return (head, params) if ws.match(body, pos).end() == len(body) else None
+
 
 def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
     """The one call in an envelope body, typed by the tool's schema."""
@@ -209,8 +262,9 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
             return cut
         shown = body[:40].split("\n")[0]
         return [Rejection(INVALID_JSON, [f"malformed {dialect.call_tag} header: {shown!r} is not closed by '>'"])]
+    read = _read_call(dialect.grammar, body)
     try:
-        head, params = _VISITOR.visit(grammar.parse(body))
+        head, params = read if read is not None else _VISITOR.visit(grammar.parse(body))
     except ParseError as error:
         if not envelope.complete:
             return cut
@@ -239,7 +293,7 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         value = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
         members.append((key, value))
         arguments[key] = value
-    return [ParsedCall(name, arguments, json.dumps(arguments, ensure_ascii=False, allow_nan=False))]
+    return [ParsedCall(name, arguments, json_text(arguments))]
 
 
 def _head_closed(head: Any) -> bool:

@@ -23,8 +23,7 @@ becomes content is emitted once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import regex  # type: ignore[import-untyped]
@@ -60,9 +59,17 @@ class AnchorTable:
         self.envelopes = {id(a): EnvelopeSpec(openers=(), body=a.body) for a in anchors}
 
 
-@lru_cache(maxsize=64)
+_TABLES: dict[int, tuple[FormatSpec, AnchorTable]] = {}
+
+
 def anchor_table(spec: FormatSpec) -> AnchorTable:
-    return AnchorTable(spec)
+    """Built once per format (kept by the spec's identity: hashing a FormatSpec hashes every field)."""
+    found = _TABLES.get(id(spec))
+    if found is None or found[0] is not spec:
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        found = _TABLES[id(spec)] = (spec, AnchorTable(spec))
+    return found[1]
 
 
 @dataclass
@@ -191,7 +198,9 @@ class Anchors:
         assert pending is not None
         self.pending = None
         parser._mode = _CONTENT
-        finished = replace(pending.finished, closer=pending.finished.closer + "".join(pending.tail))
+        before = pending.finished
+        finished = Envelope(before.opener, before.body, before.closer + "".join(pending.tail), before.complete,
+                            before.wrapped)
         anchor = pending.envelope.anchor
         assert anchor is not None
         revert = anchor.must_end_output and not at_end and not pending.envelope.too_long

@@ -8,20 +8,25 @@ moment a special token arrives.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 
 from ..scanning import Delimiters
 from ..spec import FormatSpec
 
 
 class DelimiterSets:
-    """What the start, the text regions and each wrapper of one format look for."""
+    """What the start, the text regions and each wrapper of one format look for, and what each
+    delimiter found opens."""
 
     def __init__(self, spec: FormatSpec, extract: bool, exclude: frozenset[str]) -> None:
         def keep(strings: Sequence[str]) -> list[str]:
             return [s for s in strings if s not in exclude]
 
         closer_of = dict(spec.reasoning)
+        # What each delimiter found opens or closes (the same for every parser of the format).
+        self.closer_of = closer_of
+        self.reasoning_closers = tuple(dict.fromkeys(closer_of.values()))
+        self.envelope_of = {opener: envelope for envelope in spec.envelopes for opener in envelope.openers}
+        self.wrapper_of = {opener: wrapper for wrapper in spec.wrappers for opener in wrapper.openers}
         self.reasoning_openers = Delimiters(keep(list(closer_of)))
         # In token-aware mode a call starts only at a special token: an opener that is ordinary text
         # (Qwen3-Coder's `<function=`) counts only inside a wrapper that a special token opened.
@@ -62,7 +67,18 @@ class DelimiterSets:
         return found
 
 
-@lru_cache(maxsize=128)
+_BUILT: dict[tuple[int, bool, frozenset[str]], tuple[FormatSpec, DelimiterSets]] = {}
+
+
 def delimiter_sets(spec: FormatSpec, extract: bool, exclude: frozenset[str]) -> DelimiterSets:
-    """Built once per format and options, not per parser: a server makes a parser per request."""
-    return DelimiterSets(spec, extract, exclude)
+    """Built once per format and options, not per parser: a server makes a parser per request.
+
+    Kept by the spec's identity (hashing a `FormatSpec` hashes every field, a microsecond per
+    parser); the spec is kept with its sets, so its id cannot be reused while the entry lives."""
+    key = (id(spec), extract, exclude)
+    found = _BUILT.get(key)
+    if found is None or found[0] is not spec:
+        if len(_BUILT) >= 128:
+            _BUILT.clear()
+        found = _BUILT[key] = (spec, DelimiterSets(spec, extract, exclude))
+    return found[1]

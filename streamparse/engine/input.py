@@ -18,16 +18,18 @@ class Utf8Input:
     __slots__ = ("_decoder", "pending")
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder: codecs.IncrementalDecoder | None = None  # made at the first bytes (most input is str)
         self.pending = False  # bytes were fed and the decoder may hold part of a character
 
     def decode(self, data: bytes) -> str:
         self.pending = True
+        if self._decoder is None:
+            self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         return self._decoder.decode(data)
 
     def flush(self) -> str:
         """What the decoder still holds (a cut-off character becomes U+FFFD)."""
-        if not self.pending:
+        if not self.pending or self._decoder is None:
             return ""
         self.pending = False
         return self._decoder.decode(b"", final=True)

@@ -75,19 +75,15 @@ class StreamParser:
         if require_special and not spec.special:
             raise ValueError(f"format {spec.name!r} declares no special tokens, so token-aware mode cannot "
                              "tell its delimiters from text; use special_tokens='ignore'")
-        self._openers_to_envelope: dict[str, EnvelopeSpec] = {
-            opener: envelope for envelope in spec.envelopes for opener in envelope.openers
-        }
-        self._openers_to_wrapper: dict[str, WrapperSpec] = {
-            opener: wrapper for wrapper in spec.wrappers for opener in wrapper.openers
-        }
-        self._closer_of = dict(spec.reasoning)
-        self._all_reasoning_closers = tuple(dict.fromkeys(self._closer_of.values()))
         extract = options.tool_calls_in_reasoning == "extract"
+        self._full = full = delimiter_sets(spec, extract, frozenset())  # built once per format
+        self._openers_to_envelope: dict[str, EnvelopeSpec] = full.envelope_of
+        self._openers_to_wrapper: dict[str, WrapperSpec] = full.wrapper_of
+        self._closer_of = full.closer_of
+        self._all_reasoning_closers = full.reasoning_closers
         self._calls_end_reasoning = spec.calls_end_reasoning
         # `FormatSpec.framing_after_reasoning`: Granite's `<response>` / `</response>` ("" when none).
         self._answer_opener, self._answer_closer = spec.framing_after_reasoning or ("", "")
-        self._full = delimiter_sets(spec, extract, frozenset())
         self._specials = frozenset(spec.special) if require_special else frozenset()
         self._ordinary = delimiter_sets(spec, extract, self._specials) if self._specials else self._full
         self._sets: DelimiterSets = self._ordinary

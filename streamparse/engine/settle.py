@@ -122,6 +122,9 @@ class Settler:
         """The calls one finished envelope holds, in order; `position` is where it starts in the output."""
         for k, result in enumerate(results):
             self._settle(k, result, envelope, position)
+        if not self._decided:  # validated mode: nothing was started or decided while streaming
+            self._ordinal += len(results)
+            return
         for k in sorted(set(self._started) - set(range(len(results)))):
             self._output.push(Delta(tool_calls=[ToolCallDelta(self._started[k].index, status=INVALID_JSON)]))
         if any(isinstance(result, Rejection) and result.status == TOO_LONG for result in results):

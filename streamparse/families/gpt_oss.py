@@ -9,6 +9,7 @@ The engine's message readers (`engine/messages.py`) hold each header and ask `ro
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from parsimonious.exceptions import ParseError
@@ -54,8 +55,12 @@ class _HeaderVisitor(NodeVisitor):  # type: ignore[misc]
 _VISITOR = _HeaderVisitor()
 
 
+@lru_cache(maxsize=256)
 def route(header: str, complete: bool) -> MessageRoute:
     """What a message's body is, from its header (FORMATS.md "Harmony messages", decisions 4-6).
+
+    Kept for the last 256 headers: an output repeats a few headers (`<|start|>assistant<|channel|>analysis`,
+    one per tool), and reading one with the grammar costs far more than the body's delimiter search.
 
     A recipient other than `assistant` makes a call whatever the channel, named by the recipient less
     `functions.`; otherwise `analysis` is reasoning and every other channel, or none, is content. A
@@ -73,7 +78,9 @@ def route(header: str, complete: bool) -> MessageRoute:
     return MessageRoute(REASONING if channel == "analysis" else CONTENT)
 
 
+@lru_cache(maxsize=256)
 def call_body(name: str) -> JsonArguments:
+    """The body kind of a call message to `name` (kept: a few tools are called again and again)."""
     return JsonArguments(name, closers=TERMINATORS, tag="the call message", unknown_tool_first=True)
 
 
