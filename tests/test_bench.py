@@ -154,7 +154,9 @@ def laid_out_outputs(draw: st.DrawFn, fmt: str) -> tuple[str, list[bool]]:
             pieces.append((draw(st.sampled_from(fragments)), True))
         else:
             call = streamparse.ToolCall("id", draw(_NAMES), draw(arguments(fmt)), "")
-            pieces.append((streamparse.render(streamparse.Message(tool_calls=[call]), fmt).strip(), False))
+            # An anchored call (llama3_json, pythonic) is a call only where it stands (at the start, at
+            # the end): elsewhere it is content, and its whitespace may be pending like any other.
+            pieces.append((streamparse.render(streamparse.Message(tool_calls=[call]), fmt).strip(), bool(spec.anchors)))
     text = "".join(piece for piece, _ in pieces)
     # Pieces must not join into a delimiter: the layout below is what the engine must see.
     for delimiter in delimiters:
@@ -163,15 +165,24 @@ def laid_out_outputs(draw: st.DrawFn, fmt: str) -> tuple[str, list[bool]]:
     return text, outside
 
 
-def held_back_bound(text: str, outside: list[bool], fed: int, longest: int) -> int:
+def _occurrences(text: str, delimiter: str) -> list[int]:
+    found, at = [], text.find(delimiter)
+    while at >= 0:
+        found.append(at)
+        at = text.find(delimiter, at + 1)
+    return found
+
+
+def held_back_bound(text: str, outside: list[bool], fed: int, longest: int, markers: frozenset[int]) -> int:
     """The longest delimiter plus the pending whitespace run of `text[:fed]`.
 
     The pending run is the whitespace outside calls after the last non-whitespace character outside
     calls that is already decided (at least `longest` characters back); whitespace before a call
-    stays pending across it, since content around calls is joined."""
+    stays pending across it, since content around calls is joined, and so does whitespace before a
+    delimiter (`markers`: its characters), which may be framing that is dropped."""
     last = -1
     for position in range(min(fed - longest, len(text)) - 1, -1, -1):
-        if outside[position] and not text[position].isspace():
+        if outside[position] and not text[position].isspace() and position not in markers:
             last = position
             break
     pending = sum(1 for position in range(last + 1, fed) if outside[position] and text[position].isspace())
@@ -185,12 +196,14 @@ def test_held_back_never_exceeds_the_longest_delimiter_plus_the_pending_whitespa
 ) -> None:
     text, outside = data.draw(laid_out_outputs(fmt))
     longest = max(map(len, get_format(fmt).delimiters))
+    markers = frozenset(at for delimiter in get_format(fmt).delimiters for start in _occurrences(text, delimiter)
+                        for at in range(start, start + len(delimiter)))
     emit = data.draw(st.sampled_from(("validated", "progressive")))
     parser = streamparse.StreamParser(fmt, emit_calls=emit)
     fed = 0
     for chunk in data.draw(splittings(text)):
         parser.feed(chunk)
         fed += len(chunk)
-        bound = held_back_bound(text, outside, fed, longest)
+        bound = held_back_bound(text, outside, fed, longest, markers)
         assert parser.held_back <= bound, f"held {parser.held_back} > {bound} after {text[:fed]!r}"
     parser.close()
