@@ -276,7 +276,6 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
     if not name:
         return [Rejection(INVALID_JSON, [f"{dialect.call_tag} has no function name"])]
     schema = tools.schema(name)
-    members: list[tuple[str, Any]] = []
     arguments: dict[str, Any] = {}
     for param_head, raw, closed in params:
         key = param_head.group("name").strip()
@@ -291,7 +290,6 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         else:
             text = raw
         value = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
-        members.append((key, value))
         arguments[key] = value
     return [ParsedCall(name, arguments, json_text(arguments))]
 
