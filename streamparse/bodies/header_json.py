@@ -110,9 +110,10 @@ def _shape(grammar: str) -> tuple[Any, Callable[[str, int], ValueNode | None], A
     def match(text: str, pos: int) -> ValueNode | None:
         """The JSON terminals' own match at `pos` (the first that matches, as the grammar's choice)."""
         for terminal in terminals:
-            node = terminal._uncached_match(text, pos, None, None)
-            if node is not None:
-                return node  # type: ignore[no-any-return]
+            try:
+                return terminal.match(text, pos)  # type: ignore[no-any-return]
+            except ParseError:
+                continue
         return None
     before = rule_regex(grammar, (header.name, lead.name), frozenset(("name", "id")))
     after = rule_regex(grammar, (trail.name,), frozenset())
