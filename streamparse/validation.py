@@ -2,8 +2,9 @@
 
 Compiling a tool list costs about a millisecond per tool (the schemas are checked against their
 meta-schema); a server builds a parser per request, so compiled lists are kept: pass a `Tools`
-(nothing to do per parser), or a plain list, which is recognised by its content (canonical JSON,
-one `json.dumps` at C speed) in a bounded LRU cache of compiled lists.
+(nothing to do per parser), or a plain list, which is recognised by its content in a bounded LRU
+cache of compiled lists (found by its length and first and last tool names, then compared whole
+with `==` at C speed; about 1 µs per tool of the benchmark's shape).
 
 Validation of a call cannot raise and cannot stall: jsonschema's quadratic `uniqueItems` is
 replaced by a hash-based check, the regular-expression keywords (`pattern`, `patternProperties`,
