@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..calls import arguments_of
-from ..grammar import DECODER, NotStrictJSON
+from ..grammar import NotStrictJSON
 from ..json_reader import MORE, JsonValueReader, ObjectText
-from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, delimiters_of, marks_of
+from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, decode_at, delimiters_of, marks_of, whole_value
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
 from ..validation import ToolSet
@@ -39,7 +39,7 @@ class JsonArguments:
     unknown_tool_first: bool = False
 
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers)
+        return JsonAwareScanner(self.closers, read=whole_value)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> ArgumentsStreamer:
         return ArgumentsStreamer(self.name, marks_of(scanner, TOP))
@@ -63,7 +63,7 @@ class JsonArguments:
                 return Rejection(TRUNCATED, [f"the output ended before the arguments of {self.tag}"], None, name)
             return Rejection(INVALID_JSON, [f"{self.tag} has no arguments"], None, name)
         try:
-            value, end = DECODER.raw_decode(body, start)
+            value, end = decode_at(body, start, envelope.decoded)
         except NotStrictJSON as error:
             return Rejection(INVALID_JSON, [f"the arguments are not strict JSON: {error.msg}"], None, name)
         except ValueError as error:
