@@ -15,9 +15,10 @@ import streamparse
 from streamparse import Message, Token, ToolCall, grammar, json_reader, parse
 from streamparse.scanning import Decoded, JsonAwareScanner, whole_value
 
-# Formats whose envelope scanner skims a complete JSON value with the C decoder (`JsonAwareScanner`).
+# Formats whose envelope scanner skims a complete JSON value with the C decoder (`JsonAwareScanner`,
+# and Mistral's `json_reader.JsonValueScanner`).
 SKIMMING = ["hermes", "granite", "nemotron", "command_r7b", "apertus", "llama3_json", "gpt_oss",
-            "deepseek_r1", "deepseek_v3_1", "kimi_k2"]
+            "deepseek_r1", "deepseek_v3_1", "kimi_k2", "mistral"]
 
 # A large arguments object: most of what a decoder reads is this text.
 ARGUMENTS = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7, "tags": ["a", "b"]}
@@ -63,6 +64,16 @@ def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.Monke
     assert parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls == expected
     assert [call.arguments["k"] for call in expected] == [0, 1, 2]
     assert counted.characters < sum(len(call.arguments_json) for call in expected) + 100
+
+
+def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = [{"name": f"f{k}", "arguments": {"k": k, "text": "y" * 500}, "id": f"id{k}"} for k in range(3)]
+    text = "[TOOL_CALLS]" + json.dumps(calls)
+    counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER, json_reader.DECODER)
+    message = parse(text, "mistral")
+    assert [(call.name, call.id, call.arguments) for call in message.tool_calls] == [
+        (call["name"], call["id"], call["arguments"]) for call in calls]
+    assert counted.characters < len(text) - len("[TOOL_CALLS]")
 
 
 @pytest.mark.parametrize("fmt", SKIMMING)

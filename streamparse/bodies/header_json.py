@@ -30,7 +30,7 @@ from parsimonious.nodes import Node, NodeVisitor
 from ..calls import arguments_of
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex
 from ..json_reader import ObjectText
-from ..scanning import TOP, Decoded, JsonAwareScanner, Marks, WalkSource, decoded_at, marks_of, whole_value
+from ..scanning import TOP, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of, whole_value
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -367,8 +367,13 @@ class HeaderJson:
     # The marker written before the arguments, named in error messages about them (`[ARGS]`).
     arguments_marker: str = ""
 
+    @property
+    def value_reader(self) -> ValueReader:
+        """What a scanner reads in a complete top-level JSON value it skims, for `parse` (`scanning.Decoded`)."""
+        return whole_value
+
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, self.stops, read=whole_value)
+        return JsonAwareScanner(self.closers, self.stops, read=self.value_reader)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonAfterHeaderStreamer:
         return JsonAfterHeaderStreamer(self.grammar, self.header_ends, marks_of(scanner, TOP), self.ends_at_object)

@@ -21,7 +21,17 @@ from dataclasses import dataclass
 from ..calls import arguments_of
 from ..grammar import NotStrictJSON
 from ..json_reader import MORE, JsonValueReader, ObjectText
-from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, decode_at, delimiters_of, marks_of, whole_value
+from ..scanning import (
+    TOP,
+    JsonAwareScanner,
+    Marks,
+    ValueReader,
+    WalkSource,
+    decode_at,
+    delimiters_of,
+    marks_of,
+    whole_value,
+)
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
 from ..validation import ToolSet
@@ -38,8 +48,13 @@ class JsonArguments:
     tag: str = "the call"  # names the call in error messages
     unknown_tool_first: bool = False
 
+    @property
+    def value_reader(self) -> ValueReader:
+        """What a scanner reads in a complete top-level JSON value it skims, for `parse` (`scanning.Decoded`)."""
+        return whole_value
+
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, read=whole_value)
+        return JsonAwareScanner(self.closers, read=self.value_reader)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> ArgumentsStreamer:
         return ArgumentsStreamer(self.name, marks_of(scanner, TOP))

@@ -40,7 +40,7 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
-from ..scanning import MEMBERS, JsonAwareScanner, Marks, WalkSource, decoded_at, marks_of
+from ..scanning import MEMBERS, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -194,8 +194,13 @@ class JsonCall:
     numeric_ids: bool = False  # a number under an id key is the id, as its JSON text
     named_by_key: bool = False  # a call object is {"NAME": {arguments}}: its one key names the tool
 
+    @property
+    def value_reader(self) -> ValueReader:
+        """What a scanner reads in a complete top-level JSON value it skims, for `parse` (`scanning.Decoded`)."""
+        return call_objects
+
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=call_objects)
+        return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=self.value_reader)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonObjectCallStreamer:
         return JsonObjectCallStreamer(self, marks_of(scanner, MEMBERS))
