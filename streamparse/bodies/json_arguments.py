@@ -16,6 +16,7 @@ cut off is `truncated` when it is an incomplete JSON prefix, `invalid_json` othe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..calls import arguments_of
@@ -37,6 +38,7 @@ from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
 from ..validation import ToolSet
 
 _JSON_SPACE = " \t\n\r"
+_SPACE_RUN = re.compile(r"[ \t\n\r]*")
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class JsonArguments:
 
     def _read(self, envelope: Envelope) -> CallResult:
         body = envelope.body
-        start = len(body) - len(body.lstrip(_JSON_SPACE))
+        start = _SPACE_RUN.match(body).end()  # type: ignore[union-attr]  # (`lstrip` would copy the body)
         name = self.name.strip() or None
         if start == len(body):
             if not envelope.complete:
