@@ -11,7 +11,8 @@ arguments are what the grammar's JSON terminal matched: an object, or, where the
 Read once while it streams: `JsonAwareScanner` finds the end; in progressive mode
 `JsonAfterHeaderStreamer` sends the name (and id) when the header ends and the object's raw text as
 it arrives (exactly the `arguments_json` the final parse keeps), reading the object's extent from
-the scanner's walk; the grammar reads the finished body.
+the scanner's walk; the grammar reads the finished body (its JSON value is the one the scanner
+decoded strictly when it skimmed it whole, `value_reader`, where the body holds that text).
 """
 
 from __future__ import annotations

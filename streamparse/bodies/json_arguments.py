@@ -5,7 +5,8 @@ per call with its name (`MessageSpec.call`).
 Read once while it streams: `JsonAwareScanner` finds the end (a closer outside JSON strings); in
 progressive mode `ArgumentsStreamer` sends the name at once and the object's raw text as it arrives
 (exactly the `arguments_json` the final read keeps), its extent read from the scanner's walk; the C
-decoder reads the finished body.
+decoder reads the finished body (the object the scanner decoded strictly when it skimmed it whole,
+`value_reader`, is used instead: it is not decoded twice).
 
 Rules: the body must be a JSON object (a JSON string holding one is accepted, as in every JSON
 format); whitespace around it is framing; other text after it is `invalid_json`. A body the output

@@ -8,7 +8,9 @@ skipping complete values with the C decoder (Mistral's lists, read by the `first
 end where `json_reader`'s checked JSON value ends); in progressive mode `JsonObjectCallStreamer`
 reads the names, ids and arguments text from the marks of that walk instead of walking the body
 again; the grammar (`formats/<grammar>.peg` around the shared `json_call_object` fragment, and
-`json_call_list` for lists) reads the finished body, with a C-decoder fast path for plain objects.
+`json_call_list` for lists) reads the finished body, with a C-decoder fast path for plain objects
+(`object_members`; when the scanner skimmed the body's value whole, what its `value_reader` read
+there, each call object's members, is used instead: the body is not decoded twice).
 
 Call-object rules, for every format of this kind:
 - `parameters` is accepted for `arguments`; no arguments key means `{}`; a JSON string holding an
