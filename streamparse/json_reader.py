@@ -247,7 +247,8 @@ class JsonValueReader:
         """Where the container opening at `text[pos]` ends, when the C decoder reads it whole in
         this piece; None otherwise. A failed try (the container goes on past the piece, or is not
         JSON) costs up to the rest of the piece, so failed tries stop once they have cost twice
-        the piece."""
+        the piece. The top-level container is first read by the body kind's `value_reader`, once
+        (what it read is kept in `decoded`); where that fails, the decoder finds only its end."""
         if self._skim_budget <= 0 or text.find(_CLOSER_OF[text[pos]], pos) < 0:  # cannot end in view
             return None
         if self.value_reader is not None and not self._stack:
@@ -258,7 +259,6 @@ class JsonValueReader:
             if found is not None:
                 self.decoded = Decoded(text, pos, found[1], found[0])
                 return found[1]
-            self._skim_budget -= len(text) - pos  # the value is not strict JSON, or not in view
         try:
             end: int = DECODER.raw_decode(text, pos)[1]  # where it ends; read strictly later
         except (ValueError, RecursionError):
