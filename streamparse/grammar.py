@@ -118,9 +118,9 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
 
 
 DECODER = StrictDecoder()
-# Only for finding where a JSON value ends (a scanner skipping a whole value at C speed): the same
-# extent as DECODER's, without the strictness hooks (about 20% of decoding an object-heavy value).
-# Never for reading a value.
+# Only for finding where a JSON value ends (a scanner skipping a whole value at C speed, where no
+# strict reading of it is kept or the strict one failed): the same extent as DECODER's, without the
+# strictness hooks (about 20% of decoding an object-heavy value). Never for reading a value.
 LENIENT_DECODER = json.JSONDecoder()
 
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import regex  # type: ignore[import-untyped]
 
-from .scanning import Delimiters, Marks, ScanResult, delimiters_of, hold_merged, marks_in
+from .scanning import Decoded, Delimiters, Marks, ScanResult, ValueReader, delimiters_of, hold_merged, marks_in
 
 LEAD_LIMIT = 256  # characters a lead may take before the value starts
 
@@ -79,6 +80,10 @@ class JsonValueReader:
         self._literal = ""
         self._literal_at = 0
         self._skim_budget = 0  # characters failed decoder tries may still cost in this piece
+        # The body kind's reader of a top-level container skimmed whole, and what it read there
+        # (`scanning.Decoded`, for the kind's parse); below the top level only the end is found.
+        self.value_reader: ValueReader | None = None
+        self.decoded: Decoded | None = None
         # Progressive mode: where the structure is (`scanning.Marks`), positions in the text read.
         self.marks: list[int] | None = None
         self.limit = -1  # the depth recorded down to (-1: nothing)
@@ -242,9 +247,18 @@ class JsonValueReader:
         """Where the container opening at `text[pos]` ends, when the C decoder reads it whole in
         this piece; None otherwise. A failed try (the container goes on past the piece, or is not
         JSON) costs up to the rest of the piece, so failed tries stop once they have cost twice
-        the piece."""
+        the piece. The top-level container is first read by the body kind's `value_reader`, once
+        (what it read is kept in `decoded`); where that fails, the decoder finds only its end."""
         if self._skim_budget <= 0 or text.find(_CLOSER_OF[text[pos]], pos) < 0:  # cannot end in view
             return None
+        if self.value_reader is not None and not self._stack:
+            try:
+                found = self.value_reader(text, pos)
+            except (ValueError, RecursionError):
+                found = None
+            if found is not None:
+                self.decoded = Decoded(text, pos, found[1], found[0])
+                return found[1]
         try:
             end: int = DECODER.raw_decode(text, pos)[1]  # where it ends; read strictly later
         except (ValueError, RecursionError):
@@ -323,14 +337,24 @@ class JsonValueScanner:
     continue the lead or the value (`broken`), it runs to the next stop or the end.
 
     A lead must end with a lookahead for the value's first character, so that a complete match
-    never ends at the end of the text. Cost: see the module."""
+    never ends at the end of the text. With `reader_after` (given the lead and the value's first
+    character, the body kind's `ValueReader`, or None), a top-level container the C decoder skims
+    whole is read by that reader, and what it read is kept in `decoded` for the kind's parse.
+    Cost: see the module."""
 
-    def __init__(self, stops: tuple[str, ...], lead: str = "") -> None:
+    def __init__(self, stops: tuple[str, ...], lead: str = "",
+                 reader_after: Callable[[str], ValueReader | None] | None = None) -> None:
         self._stops = delimiters_of(stops)
         self._lead = _lead_pattern(lead) if lead else None
         self._state = _LEAD if lead else _VALUE
         self._value = JsonValueReader(self._stops)
         self._origin = 0  # where the last scan started
+        self._reader_after = reader_after
+
+    @property
+    def decoded(self) -> Decoded | None:
+        """What the body kind's reader read in the top-level value skimmed (`scanning.Decoded`)."""
+        return self._value.decoded
 
     def record(self, depth: int) -> Marks:
         """Progressive mode: note where the value's structure is, for the streamer (`scanning.Marks`)."""
@@ -360,6 +384,8 @@ class JsonValueScanner:
                 return ScanResult(pos)  # the lead goes on: give it again with more
             else:
                 self._state, pos = _VALUE, match.end()
+                if self._reader_after is not None:  # the lead ends with a lookahead: text[pos] is there
+                    value.value_reader = self._reader_after(match.group() + text[pos])
         if self._state == _VALUE:
             if value.in_plain_string(text, pos):  # the common case while a value streams
                 return ScanResult(len(text))

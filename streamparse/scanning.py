@@ -8,11 +8,11 @@ their own state (inside a JSON string or not) so that a body is walked once, wha
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import NamedTuple, Protocol, Union
+from typing import Any, NamedTuple, Protocol, Union
 
-from .grammar import LENIENT_DECODER
+from .grammar import DECODER, LENIENT_DECODER
 
 
 class Delimiters:
@@ -72,6 +72,36 @@ class ScanResult(NamedTuple):
 
     safe: int
     end: int | None = None
+
+
+# What a body kind reads in a complete top-level JSON value while its scanner skims it: given the text
+# and where the value starts, what the kind's parse will want there, by offset from that start
+# (`{offset: (what was read, end offset)}`), and where the value ends; None, or a ValueError, when
+# it cannot be read so (the scanner then finds only the end). Its end must be the value's JSON end.
+ValueReader = Callable[[str, int], "tuple[dict[int, tuple[Any, int]], int] | None"]
+
+
+class Decoded(NamedTuple):
+    """What a scanner's `ValueReader` read in the top-level JSON value `text[start:end]` while it
+    skimmed it, for the body kind's parse to use instead of decoding that text again. Valid for
+    that text only: `at` hands it over only where the body holds exactly the same characters."""
+
+    text: str  # the text the scanner was given (not copied)
+    start: int
+    end: int
+    values: dict[int, tuple[Any, int]]  # offset from `start` → (what was read, end offset)
+
+    def at(self, body: str, pos: int) -> dict[int, tuple[Any, int]] | None:
+        """`values`, when the value that starts at `body[pos]` is the text read (one comparison at
+        C speed); None otherwise."""
+        if len(body) - pos < self.end - self.start or not body.startswith(self.text[self.start:self.end], pos):
+            return None
+        return self.values
+
+
+def decoded_at(decoded: Decoded | None, body: str, pos: int) -> dict[int, tuple[Any, int]] | None:
+    """`decoded.at(body, pos)`, or None when nothing was decoded."""
+    return None if decoded is None else decoded.at(body, pos)
 
 
 class EnvelopeScanner(Protocol):
@@ -165,6 +195,11 @@ class JsonAwareScanner:
     text is skipped by the C decoder; otherwise one regex jump per quote, backslash or bracket.
     Only a suffix that could start a delimiter is given back to be scanned again.
 
+    With `read` (the body kind's `ValueReader`), that skip is the kind's strict reading of the
+    value, kept in `decoded` for its parse (which then does not decode the text again); where the
+    reading fails (the value is JSON to Python's lenient reader, not to RFC 8259), the lenient
+    decoder finds where it ends, and the parse reads it again and says what is wrong.
+
     In progressive mode the body's streamer rides on this walk (`record`): the scanner notes where
     the structure is and the streamer reads it from the marks instead of walking the body again.
     Down to the depth recorded the walk also stops at `:` and `,`; complete top-level values are
@@ -172,7 +207,8 @@ class JsonAwareScanner:
     the scanner held back (a delimiter's prefix, at the end of the output) has no marks: the
     output ended inside the envelope, and the call is cut off."""
 
-    def __init__(self, closers: Iterable[str], stops: Iterable[str] = (), end_at_value: bool = False) -> None:
+    def __init__(self, closers: Iterable[str], stops: Iterable[str] = (), end_at_value: bool = False,
+                 read: ValueReader | None = None) -> None:
         self._closers = frozenset(closers)
         self._delimiters = delimiters_of((*self._closers, *stops))
         # Granite's `<|tool_call|>[…]`, Llama 3's bare call objects: what follows is the region's.
@@ -185,6 +221,10 @@ class JsonAwareScanner:
         self._marks: list[int] | None = None  # recorded structure (`record`), positions in the text scanned
         self._limit = -1  # the depth recorded down to (-1: nothing)
         self._origin = 0  # where the last scan started
+        # The body kind's reader of a skimmed value (else the skim finds only where the value ends),
+        # and what it read in the last value skimmed, for the kind's parse (`Decoded`).
+        self._read = read
+        self.decoded: Decoded | None = None
 
     def record(self, depth: int) -> Marks:
         self._marks, self._limit = [], depth
@@ -235,7 +275,7 @@ class JsonAwareScanner:
                         marks.append(pos - 1)  # type: ignore[union-attr]
             elif found in "[{":
                 if depth == 0 and limit <= 0:  # nothing inside it is recorded: skip it whole if in view
-                    end = _complete_value(text, match.start())
+                    end = self._skim(text, match.start())
                     if end is not None:  # at C speed
                         if marks is not None:
                             marks += (match.start(), end - 1)
@@ -258,6 +298,20 @@ class JsonAwareScanner:
             else:
                 end = match.end() if found in self._closers else match.start()
                 return ScanResult(match.start(), end)
+
+    def _skim(self, text: str, pos: int) -> int | None:
+        """Where the JSON value at `text[pos]` ends, when all of it is in `text`: read by the kind's
+        reader when it can (what it read is kept in `decoded`), else only its end found."""
+        if self._read is not None:
+            try:
+                found = self._read(text, pos)
+            except (ValueError, RecursionError):
+                found = None
+            if found is not None:
+                values, end = found
+                self.decoded = Decoded(text, pos, end, values)
+                return end
+        return _complete_value(text, pos)
 
 
 class PieceWalk:
@@ -291,3 +345,19 @@ def _complete_value(text: str, pos: int) -> int | None:
         return LENIENT_DECODER.raw_decode(text, pos)[1]  # only where it ends: the visitor reads it strictly
     except (ValueError, RecursionError):
         return None
+
+
+def decode_at(body: str, pos: int, decoded: Decoded | None) -> tuple[Any, int]:
+    """`grammar.DECODER.raw_decode(body, pos)`: the value the scanner decoded there when it read that
+    very text with `whole_value`, else decoded now."""
+    found = decoded_at(decoded, body, pos)
+    entry = None if found is None else found.get(0)
+    if entry is None:
+        return DECODER.raw_decode(body, pos)
+    return entry[0], pos + entry[1]
+
+
+def whole_value(text: str, pos: int) -> tuple[dict[int, tuple[Any, int]], int]:
+    """A `ValueReader`: the value at `text[pos]`, decoded strictly (`grammar.DECODER`)."""
+    value, end = DECODER.raw_decode(text, pos)
+    return {0: (value, end - pos)}, end

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from .scanning import EnvelopeScanner, WalkSource
+from .scanning import Decoded, EnvelopeScanner, WalkSource
 from .types import INVALID_JSON, TRUNCATED, Message
 from .validation import ToolSet
 
@@ -55,6 +55,9 @@ class Envelope:
     closer: str
     complete: bool  # False when the output ended before the envelope did
     wrapped: bool  # opened inside a wrapper (e.g. `<tool_call>` around `<function=…>`)
+    # What the envelope's scanner read in a JSON value it skimmed (`scanning.Decoded`): the kind's
+    # parse uses it where the body holds that very text, instead of decoding it again.
+    decoded: Decoded | None = field(default=None, compare=False, repr=False)
 
     @property
     def raw(self) -> str:

@@ -37,7 +37,7 @@ import regex  # type: ignore[import-untyped]
 
 from ..grammar import load_grammar
 from ..json_reader import JsonValueScanner
-from ..scanning import MEMBERS, EnvelopeScanner, Marks, TagScanner, WalkSource, marks_of
+from ..scanning import MEMBERS, EnvelopeScanner, Marks, TagScanner, ValueReader, WalkSource, marks_of
 from ..spec import BodyKind, CallResult, CallStreamer, Envelope, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -66,7 +66,12 @@ class FirstCharacter:
     def _value_scanner(self) -> JsonValueScanner:
         assert self.value_lead is not None
         grammar, rule = self.value_lead
-        return JsonValueScanner(self.stops, load_grammar(grammar)[rule].re.pattern)
+        return JsonValueScanner(self.stops, load_grammar(grammar)[rule].re.pattern, self._reader_after)
+
+    def _reader_after(self, start: str) -> ValueReader | None:
+        """The `ValueReader` of the kind a body that starts with `start` chooses (None if none)."""
+        decided, kind = self.choose(start, partial=False)
+        return getattr(kind, "value_reader", None) if decided else None
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> FirstCharacterStreamer:
         return FirstCharacterStreamer(self, tools, scanner)

@@ -11,7 +11,8 @@ arguments are what the grammar's JSON terminal matched: an object, or, where the
 Read once while it streams: `JsonAwareScanner` finds the end; in progressive mode
 `JsonAfterHeaderStreamer` sends the name (and id) when the header ends and the object's raw text as
 it arrives (exactly the `arguments_json` the final parse keeps), reading the object's extent from
-the scanner's walk; the grammar reads the finished body.
+the scanner's walk; the grammar reads the finished body (its JSON value is the one the scanner
+decoded strictly when it skimmed it whole, `value_reader`, where the body holds that text).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from parsimonious.nodes import Node, NodeVisitor
 from ..calls import arguments_of
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex
 from ..json_reader import ObjectText
-from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, marks_of
+from ..scanning import TOP, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of, whole_value
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -89,10 +90,11 @@ class _CallVisitor(NodeVisitor):  # type: ignore[misc]
 
 _VISITOR = _CallVisitor()
 _JSON_TERMINALS = frozenset(("json_value", "json_object", "json_string"))
+_TERMINAL_TYPES = {"json_object": dict, "json_string": str}  # what `grammar.load_grammar`'s rules accept
 
 
 @cache
-def _shape(grammar: str) -> tuple[Any, Callable[[str, int], ValueNode | None], Any] | None:
+def _shape(grammar: str) -> tuple[Any, Callable[[str, int, Decoded | None], ValueNode | None], Any] | None:
     """For `_BodyReader._read`: a grammar whose `body` is its header and lead, one JSON terminal
     (or a choice of them), then its trail: (header and lead as one regex with the groups `name`
     and `id`, the JSON rule's match function, the trail as one regex), or None."""
@@ -107,9 +109,17 @@ def _shape(grammar: str) -> tuple[Any, Callable[[str, int], ValueNode | None], A
     if not all(terminal.name in _JSON_TERMINALS for terminal in terminals):  # the engine's C-decoder rules
         return None
 
-    def match(text: str, pos: int) -> ValueNode | None:
-        """The JSON terminals' own match at `pos` (the first that matches, as the grammar's choice)."""
+    def match(text: str, pos: int, decoded: Decoded | None) -> ValueNode | None:
+        """The JSON terminals' own match at `pos` (the first that matches, as the grammar's choice);
+        from the value the scanner decoded there, when it read that very text."""
+        found = decoded_at(decoded, text, pos)
+        entry = None if found is None else found.get(0)
         for terminal in terminals:
+            if entry is not None:
+                value, end = entry
+                if terminal.name == "json_value" or isinstance(value, _TERMINAL_TYPES[terminal.name]):
+                    return ValueNode(terminal, text, pos, pos + end, value)
+                continue
             try:
                 return terminal.match(text, pos)  # type: ignore[no-any-return]
             except ParseError:
@@ -140,7 +150,7 @@ class _BodyReader:
         if empty is not None:
             return empty
         try:
-            header, arguments = self._read(body) or _VISITOR.visit(self.grammar.parse(body))
+            header, arguments = self._read(body, envelope.decoded) or _VISITOR.visit(self.grammar.parse(body))
         except ParseError:
             # A header read whole names the call and spends its id, as in progressive mode.
             header = self._header(body)
@@ -158,7 +168,7 @@ class _BodyReader:
                               name=header.name, id=header.id)]
         return [ParsedCall(header.name, read[0], read[1], header.id)]
 
-    def _read(self, body: str) -> tuple[Header, ValueNode] | None:
+    def _read(self, body: str, decoded: Decoded | None = None) -> tuple[Header, ValueNode] | None:
         """What `_VISITOR` makes of the grammar's tree, without the tree: the header and lead as one
         regex (`grammar.rule_regex`), the JSON value by the grammar's own terminal, the trail as one
         regex; None when the grammar cannot be read so (then it reads the body itself, with its errors)."""
@@ -169,7 +179,7 @@ class _BodyReader:
         head = before.match(body)
         if head is None:
             return None
-        value = value_rule(body, head.end())
+        value = value_rule(body, head.end(), decoded)
         if value is None:
             return None
         tail = after.match(body, value.end)
@@ -358,8 +368,13 @@ class HeaderJson:
     # The marker written before the arguments, named in error messages about them (`[ARGS]`).
     arguments_marker: str = ""
 
+    @property
+    def value_reader(self) -> ValueReader:
+        """What a scanner reads in a complete top-level JSON value it skims, for `parse` (`scanning.Decoded`)."""
+        return whole_value
+
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, self.stops)
+        return JsonAwareScanner(self.closers, self.stops, read=self.value_reader)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonAfterHeaderStreamer:
         return JsonAfterHeaderStreamer(self.grammar, self.header_ends, marks_of(scanner, TOP), self.ends_at_object)

@@ -5,7 +5,8 @@ per call with its name (`MessageSpec.call`).
 Read once while it streams: `JsonAwareScanner` finds the end (a closer outside JSON strings); in
 progressive mode `ArgumentsStreamer` sends the name at once and the object's raw text as it arrives
 (exactly the `arguments_json` the final read keeps), its extent read from the scanner's walk; the C
-decoder reads the finished body.
+decoder reads the finished body (the object the scanner decoded strictly when it skimmed it whole,
+`value_reader`, is used instead: it is not decoded twice).
 
 Rules: the body must be a JSON object (a JSON string holding one is accepted, as in every JSON
 format); whitespace around it is framing; other text after it is `invalid_json`. A body the output
@@ -16,17 +17,29 @@ cut off is `truncated` when it is an incomplete JSON prefix, `invalid_json` othe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..calls import arguments_of
-from ..grammar import DECODER, NotStrictJSON
+from ..grammar import NotStrictJSON
 from ..json_reader import MORE, JsonValueReader, ObjectText
-from ..scanning import TOP, JsonAwareScanner, Marks, WalkSource, delimiters_of, marks_of
+from ..scanning import (
+    TOP,
+    JsonAwareScanner,
+    Marks,
+    ValueReader,
+    WalkSource,
+    decode_at,
+    delimiters_of,
+    marks_of,
+    whole_value,
+)
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
 from ..validation import ToolSet
 
 _JSON_SPACE = " \t\n\r"
+_SPACE_RUN = re.compile(r"[ \t\n\r]*")
 
 
 @dataclass(frozen=True)
@@ -38,8 +51,13 @@ class JsonArguments:
     tag: str = "the call"  # names the call in error messages
     unknown_tool_first: bool = False
 
+    @property
+    def value_reader(self) -> ValueReader:
+        """What a scanner reads in a complete top-level JSON value it skims, for `parse` (`scanning.Decoded`)."""
+        return whole_value
+
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers)
+        return JsonAwareScanner(self.closers, read=self.value_reader)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> ArgumentsStreamer:
         return ArgumentsStreamer(self.name, marks_of(scanner, TOP))
@@ -56,14 +74,14 @@ class JsonArguments:
 
     def _read(self, envelope: Envelope) -> CallResult:
         body = envelope.body
-        start = len(body) - len(body.lstrip(_JSON_SPACE))
+        start = _SPACE_RUN.match(body).end()  # type: ignore[union-attr]  # (`lstrip` would copy the body)
         name = self.name.strip() or None
         if start == len(body):
             if not envelope.complete:
                 return Rejection(TRUNCATED, [f"the output ended before the arguments of {self.tag}"], None, name)
             return Rejection(INVALID_JSON, [f"{self.tag} has no arguments"], None, name)
         try:
-            value, end = DECODER.raw_decode(body, start)
+            value, end = decode_at(body, start, envelope.decoded)
         except NotStrictJSON as error:
             return Rejection(INVALID_JSON, [f"the arguments are not strict JSON: {error.msg}"], None, name)
         except ValueError as error:

@@ -8,7 +8,9 @@ skipping complete values with the C decoder (Mistral's lists, read by the `first
 end where `json_reader`'s checked JSON value ends); in progressive mode `JsonObjectCallStreamer`
 reads the names, ids and arguments text from the marks of that walk instead of walking the body
 again; the grammar (`formats/<grammar>.peg` around the shared `json_call_object` fragment, and
-`json_call_list` for lists) reads the finished body, with a C-decoder fast path for plain objects.
+`json_call_list` for lists) reads the finished body, with a C-decoder fast path for plain objects
+(`object_members`; when the scanner skimmed the body's value whole, what its `value_reader` read
+there, each call object's members, is used instead: the body is not decoded twice).
 
 Call-object rules, for every format of this kind:
 - `parameters` is accepted for `arguments`; no arguments key means `{}`; a JSON string holding an
@@ -40,7 +42,7 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
-from ..scanning import MEMBERS, JsonAwareScanner, Marks, WalkSource, marks_of
+from ..scanning import MEMBERS, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -194,8 +196,13 @@ class JsonCall:
     numeric_ids: bool = False  # a number under an id key is the id, as its JSON text
     named_by_key: bool = False  # a call object is {"NAME": {arguments}}: its one key names the tool
 
+    @property
+    def value_reader(self) -> ValueReader:
+        """What a scanner reads in a complete top-level JSON value it skims, for `parse` (`scanning.Decoded`)."""
+        return call_objects
+
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, self.stops, self.end_at_value)
+        return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=self.value_reader)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonObjectCallStreamer:
         return JsonObjectCallStreamer(self, marks_of(scanner, MEMBERS))
@@ -204,10 +211,12 @@ class JsonCall:
         body = envelope.body
         if not body or body.isspace():
             return empty_body(envelope, self.tag, f"empty {self.tag} envelope") or []
+        start = _skip_space(body, 0)
+        read = decoded_at(envelope.decoded, body, start)  # the call objects the scanner read
         if self.call_list:
-            return self._read_list(body, envelope.complete)
+            return self._read_list(body, envelope.complete, start, read)
         # Fast path for the common case, one plain object; the grammar reads everything else.
-        found = object_members(body, _skip_space(body, 0))
+        found = members_at(body, start, start, read)
         if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
             return self._calls(found[0])
         try:
@@ -234,7 +243,7 @@ class JsonCall:
             return call_named_by_key(members)
         return call_of(members, self.id_keys, self.name_keys, self.argument_keys, self.numeric_ids)
 
-    def _read_list(self, body: str, complete: bool) -> list[CallResult]:
+    def _read_list(self, body: str, complete: bool, start: int, read: Read | None) -> list[CallResult]:
         """A list of call objects, one element at a time: each element is a call or a rejection on
         its own; the calls before a broken or cut-off element are kept, and the rest of the list is
         one rejection. Cost: each element is decoded once (C decoder; the grammar only for the
@@ -260,8 +269,7 @@ class JsonCall:
                     pos, closed = after + 1, True
                     break
             path = f"$[{len(results)}]" if listed else "$"
-            start = _skip_space(body, item_at)
-            found = object_members(body, start)
+            found = members_at(body, _skip_space(body, item_at), start, read)
             if found is not None:
                 element: Any = found[0]
                 end = _skip_space(body, found[1])
@@ -312,6 +320,50 @@ _SPACE_RUN = re.compile(r"[ \t\n\r]*")
 def _skip_space(text: str, pos: int) -> int:
     """Where the JSON whitespace from `pos` ends (without copying the text)."""
     return _SPACE_RUN.match(text, pos).end()  # type: ignore[union-attr]
+
+
+# What `call_objects` read in a body's top-level value: offset from its start → (members, end offset).
+Read = dict[int, tuple[Any, int]]
+
+
+def call_objects(text: str, pos: int) -> tuple[Read, int] | None:
+    """The scanner's reader (`scanning.ValueReader`) of a complete top-level value: the members of
+    each call object in it (the object, or each object element of a list), as `object_members`
+    reads them when the body is parsed; None when that reading fails anywhere (the scanner then
+    only finds where the value ends, and the parse reads the body itself)."""
+    if text.startswith("{", pos):
+        found = object_members(text, pos)
+        return None if found is None else ({0: (found[0], found[1] - pos)}, found[1])
+    if not text.startswith("[", pos):
+        return None
+    read: Read = {}
+    at = _skip_space(text, pos + 1)
+    if text.startswith("]", at):
+        return read, at + 1
+    while True:
+        if text.startswith("{", at):
+            found = object_members(text, at)
+            if found is None:
+                return None
+            read[at - pos] = (found[0], found[1] - pos)
+            end = found[1]
+        else:
+            end = DECODER.raw_decode(text, at)[1]
+        at = _skip_space(text, end)
+        if text.startswith("]", at):
+            return read, at + 1
+        if not text.startswith(",", at):
+            return None
+        at = _skip_space(text, at + 1)
+
+
+def members_at(body: str, pos: int, start: int, read: Read | None) -> tuple[list[Member], int] | None:
+    """`object_members(body, pos)`: what `call_objects` read there, when the body's top-level value
+    at `start` is the text the scanner read (`read`), else read now."""
+    found = None if read is None else read.get(pos - start)
+    if found is None:
+        return object_members(body, pos)
+    return found[0], start + found[1]
 
 
 # What the value of the call-object member being read is to the streamer.

@@ -148,7 +148,7 @@ class Anchors:
         envelope = parser._envelope
         assert envelope is not None
         parser._envelope = None
-        finished = Envelope(envelope.opener, "".join(envelope.body), closer, complete, False)
+        finished = Envelope(envelope.opener, "".join(envelope.body), closer, complete, False, envelope.decoded)
         if not complete:
             self._settle(parser, envelope, finished)
             parser._mode = _CONTENT
@@ -200,7 +200,7 @@ class Anchors:
         parser._mode = _CONTENT
         before = pending.finished
         finished = Envelope(before.opener, before.body, before.closer + "".join(pending.tail), before.complete,
-                            before.wrapped)
+                            before.wrapped, before.decoded)
         anchor = pending.envelope.anchor
         assert anchor is not None
         revert = anchor.must_end_output and not at_end and not pending.envelope.too_long

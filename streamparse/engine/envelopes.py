@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..scanning import EnvelopeScanner
+from ..scanning import Decoded, EnvelopeScanner
 from ..spec import AnchorSpec, CallStreamer, EnvelopeSpec, WrapperSpec
 
 
@@ -50,3 +50,8 @@ class OpenEnvelope:
     length: int = 0
     too_long: bool = False
     anchor: AnchorSpec | None = None  # opened by position and pattern (`engine/anchors.py`), not by a delimiter
+
+    @property
+    def decoded(self) -> Decoded | None:
+        """What its scanner read in a JSON value it skimmed (`scanning.Decoded`), for the kind's parse."""
+        return getattr(self.scanner, "decoded", None)

@@ -549,7 +549,8 @@ class StreamParser:
         if envelope.anchor is not None and self._anchored is not None:
             self._anchored.ended(self, closer, complete)
             return
-        finished = Envelope(envelope.opener, "".join(envelope.body), closer, complete, envelope.wrapped)
+        finished = Envelope(envelope.opener, "".join(envelope.body), closer, complete, envelope.wrapped,
+                            envelope.decoded)
         self._envelope = None
         results: list[CallResult] = []
         if not (envelope.too_long and complete):

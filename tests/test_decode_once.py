@@ -1,0 +1,117 @@
+"""A JSON call body is decoded once in `parse()`: the envelope scanner's skim reads a complete
+top-level value strictly (`scanning.Decoded`) and the body kind's parse uses what it read, where the
+body holds that very text, instead of decoding the text again (issue #12's speed target).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from test_strict_json import JSON_FORMATS, wire
+
+import streamparse
+from streamparse import Message, Token, ToolCall, grammar, json_reader, parse
+from streamparse.scanning import Decoded, JsonAwareScanner, whole_value
+
+# Formats whose envelope scanner skims a complete JSON value with the C decoder (`JsonAwareScanner`,
+# and Mistral's `json_reader.JsonValueScanner`).
+SKIMMING = ["hermes", "granite", "nemotron", "command_r7b", "apertus", "llama3_json", "gpt_oss",
+            "deepseek_r1", "deepseek_v3_1", "kimi_k2", "mistral"]
+
+# A large arguments object: most of what a decoder reads is this text.
+ARGUMENTS = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7, "tags": ["a", "b"]}
+                                 for i in range(300)], "note": "x" * 2000})
+
+
+class _Counting:
+    """Wraps a decoder's `raw_decode` and sums how many characters it decoded."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *decoders: Any) -> None:
+        self.characters = 0
+        for decoder in decoders:
+            monkeypatch.setattr(decoder, "raw_decode", self._wrap(decoder.raw_decode))
+
+    def _wrap(self, decode: Any) -> Any:
+        def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
+            value, end = decode(text, pos)
+            self.characters += end - pos
+            return value, end
+        return raw_decode
+
+
+def test_the_skimming_formats_are_json_formats() -> None:
+    assert set(SKIMMING) <= set(JSON_FORMATS)
+
+
+@pytest.mark.parametrize("fmt", SKIMMING)
+def test_parse_decodes_a_call_body_once(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = wire(fmt, ARGUMENTS)
+    counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER, json_reader.DECODER)
+    message = parse(text, fmt)
+    assert [call.arguments_json for call in message.tool_calls] == [ARGUMENTS], message.rejected
+    # Each character of the arguments decoded once, plus the call object's other members.
+    assert len(ARGUMENTS) <= counted.characters < len(ARGUMENTS) + 100
+
+
+@pytest.mark.parametrize("fmt", ["granite", "nemotron", "command_r7b"])
+def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = [ToolCall(f"call{k}", f"f{k}", {"k": k, "text": "y" * 500}, "") for k in range(3)]
+    text = streamparse.render(Message(tool_calls=calls), fmt)
+    expected = parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls
+    counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER)
+    assert parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls == expected
+    assert [call.arguments["k"] for call in expected] == [0, 1, 2]
+    assert counted.characters < sum(len(call.arguments_json) for call in expected) + 100
+
+
+def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = [{"name": f"f{k}", "arguments": {"k": k, "text": "y" * 500}, "id": f"id{k}"} for k in range(3)]
+    text = "[TOOL_CALLS]" + json.dumps(calls)
+    counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER, json_reader.DECODER)
+    message = parse(text, "mistral")
+    assert [(call.name, call.id, call.arguments) for call in message.tool_calls] == [
+        (call["name"], call["id"], call["arguments"]) for call in calls]
+    assert counted.characters < len(text) - len("[TOOL_CALLS]")
+
+
+@pytest.mark.parametrize("fmt", SKIMMING)
+def test_a_value_that_is_not_strict_is_decoded_again_for_its_error(fmt: str) -> None:
+    # The skim's strict read fails: it finds only where the value ends, and the parse says why.
+    message = parse(wire(fmt, '{"a": [1, {"k": 1, "k": 2}]}'), fmt)
+    assert not message.tool_calls
+    assert [call.status for call in message.rejected] == ["invalid_json"]
+    assert "duplicate key 'k'" in " ".join(message.rejected[0].errors)
+
+
+def test_what_was_decoded_is_used_only_for_the_very_same_text() -> None:
+    text = 'xx{"a": [1, 2]}yy'
+    scanner = JsonAwareScanner((), end_at_value=True, read=whole_value)
+    assert scanner.scan(text, 0).end == 15
+    decoded = scanner.decoded
+    assert decoded == Decoded(text, 2, 15, {0: ({"a": [1, 2]}, 13)})
+    assert decoded.at(' {"a": [1, 2]}', 1) == {0: ({"a": [1, 2]}, 13)}
+    assert decoded.at(' {"a": [1, 3]}', 1) is None  # one character differs
+    assert decoded.at(' {"a": [1, 2]', 1) is None  # cut short
+    assert decoded.at('{"a": [1, 2]}', 1) is None  # elsewhere
+
+
+def test_a_scanner_without_a_reader_decodes_nothing_it_keeps() -> None:
+    scanner = JsonAwareScanner((), end_at_value=True)
+    assert scanner.scan('{"a": 1}', 0).end == 8
+    assert scanner.decoded is None
+
+
+def test_a_body_cut_by_max_call_chars_is_not_the_value_skimmed() -> None:
+    # The skim read the whole object; the body keeps its first 20 characters only, which are no call.
+    message = parse('<tool_call>{"name": "f", "arguments": {"a": 1}}', "hermes", max_call_chars=20)
+    assert [call.status for call in message.rejected] == ["truncated"]
+
+
+def test_token_aware_look_alikes_inside_a_skimmed_value_are_the_body_text() -> None:
+    # The scanner sees the look-alike blanked (NULs, which no JSON string holds); the call keeps it.
+    call = '{"name": "f", "arguments": {"x": "</tool_call>"}}'
+    tokens = [Token("<tool_call>", True), Token(call), Token("</tool_call>", True)]
+    message = parse(tokens, "hermes", special_tokens="require")
+    assert [call.arguments for call in message.tool_calls] == [{"x": "</tool_call>"}]
