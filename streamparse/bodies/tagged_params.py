@@ -11,12 +11,15 @@ regexes name the call and the parameter (group `name`); a `call_head` that may e
 closing character (GLM's name runs to a newline or the first `<arg_key>`) says with an optional
 group `closed` whether its end was written.
 
-`arguments_json` is `json.dumps(arguments, ensure_ascii=False)`. The streamer sends exactly that
-text in order: `{`, then per parameter `"key": ` and either `"` + the JSON-escaped string as the
-model writes it + `"` (a parameter that is a string whatever its text), or the typed value once
-its parameter closes; the engine sends the final `}`. A framing newline and the start of a closing
-tag are held back until the next text shows what they are, so nothing is ever taken back; so is a
-newline at the end of a value whose dialect drops it when the closing tag turns out to be missing.
+`arguments_json` is `json.dumps(arguments, ensure_ascii=False)`, except that an object or array
+parameter written as strict JSON is written as the model wrote it (without the whitespace around
+it), as the JSON formats keep the model's arguments text: it is read once and not written again.
+The streamer sends exactly that text in order: `{`, then per parameter `"key": ` and either `"` +
+the JSON-escaped string as the model writes it + `"` (a parameter that is a string whatever its
+text), or the typed value once its parameter closes; the engine sends the final `}`. A framing
+newline and the start of a closing tag are held back until the next text shows what they are, so
+nothing is ever taken back; so is a newline at the end of a value whose dialect drops it when the
+closing tag turns out to be missing.
 
 A parameter name given twice rejects the call (`invalid_json`, naming the parameter): neither
 value is clearly the one meant, and the streamed text would not be an object with unique keys.
@@ -46,21 +49,22 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..grammar import json_text, load_grammar
 from ..scanning import ScanResult, WalkSource, delimiters_of
-from ..schema_typing import coerce, property_schema, schema_types
+from ..schema_typing import Typed, property_schema, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
 # How a parameter's text becomes its value: (text without framing, `string` flag or None, the
-# parameter's schema or None) -> value. And whether that value is a string whatever the text is
-# (then it streams): (flag, schema) -> bool.
-ValueReader = Callable[[str, "str | None", Any], Any]
+# parameter's schema or None) -> `Typed` (the value, and its JSON text when that is the text as
+# written). And whether that value is a string whatever the text is (then it streams): (flag,
+# schema) -> bool.
+ValueReader = Callable[[str, "str | None", Any], Typed]
 StringTest = Callable[["str | None", Any], bool]
 
 
-def untyped_value(text: str, flag: str | None, schema: Any) -> Any:
+def untyped_value(text: str, flag: str | None, schema: Any) -> Typed:
     """Qwen3-Coder: the text is typed by the schema alone (FORMATS.md, "Typing by schema")."""
-    return coerce(text, schema)
+    return typed(text, schema)
 
 
 def untyped_is_string(flag: str | None, schema: Any) -> bool:
@@ -277,6 +281,7 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         return [Rejection(INVALID_JSON, [f"{dialect.call_tag} has no function name"])]
     schema = tools.schema(name)
     arguments: dict[str, Any] = {}
+    written: dict[str, str | None] = {}  # each value's JSON text as the model wrote it, or None
     for param_head, raw, closed in params:
         key = param_head.group("name").strip()
         if not key:
@@ -289,9 +294,21 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
             text = _without_last_newline(raw)
         else:
             text = raw
-        value = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
-        arguments[key] = value
-    return [ParsedCall(name, arguments, json_text(arguments))]
+        arguments[key], written[key] = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
+    return [ParsedCall(name, arguments, _arguments_json(arguments, written))]
+
+
+def _arguments_json(arguments: dict[str, Any], written: dict[str, str | None]) -> str:
+    """`json.dumps(arguments)`, with each value the model wrote as strict JSON kept as written."""
+    if all(text is None for text in written.values()):
+        return json_text(arguments)
+    return "{" + ", ".join(f"{json_text(key)}: {_value_json(arguments[key], text)}"
+                           for key, text in written.items()) + "}"
+
+
+def _value_json(value: Any, written: str | None) -> str:
+    """A parameter's value in `arguments_json` (in `parse_call` and as the streamer sends it)."""
+    return written if written is not None else json_text(value)
 
 
 def _head_closed(head: Any) -> bool:
@@ -476,5 +493,5 @@ class XmlCallStreamer:
             return
         raw = "".join(self._typed)
         self._typed = []
-        value = self._dialect.value_of(raw, self._flag, property_schema(self._schema, self._key))
-        events.append(ArgumentsFragment(0, json.dumps(value, ensure_ascii=False)))
+        value, written = self._dialect.value_of(raw, self._flag, property_schema(self._schema, self._key))
+        events.append(ArgumentsFragment(0, _value_json(value, written)))
