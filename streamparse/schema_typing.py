@@ -59,7 +59,7 @@ def schema_types(schema: Any, depth: int = 0, root: Any = None) -> set[str]:
     """The JSON types a schema allows, looking through `type` lists, anyOf/oneOf/allOf, enum,
     const, OpenAPI's `nullable` and, given the tool's schema as `root`, local `$ref`s. An empty
     set means the schema says nothing about types."""
-    if depth > _MAX_SCHEMA_DEPTH or (type(schema) is not dict and not isinstance(schema, Mapping)):
+    if schema is None or depth > _MAX_SCHEMA_DEPTH or (type(schema) is not dict and not isinstance(schema, Mapping)):
         return set()
     declared = schema.get("type")
     if len(schema) == 1 and type(declared) is list:  # `{"type": [...]}`, as `Tools` writes typing schemas
@@ -303,7 +303,7 @@ def property_schema(tool_schema: Any, name: str) -> Any:
     The parameter may be declared at the top, in `allOf`/`anyOf`/`oneOf` branches or behind a local
     `$ref` (a tool's `parameters` written as a union of shapes); declared in several places, its
     schema is their `anyOf` (typing tries every type any of them allows)."""
-    if type(tool_schema) is not dict and not isinstance(tool_schema, Mapping):
+    if tool_schema is None or (type(tool_schema) is not dict and not isinstance(tool_schema, Mapping)):
         return None
     properties = tool_schema.get("properties")
     direct = properties.get(name) if type(properties) is dict or isinstance(properties, Mapping) else None

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import regex  # type: ignore[import-untyped]
 from parsimonious.exceptions import ParseError
 from parsimonious.expressions import Literal, Regex
 from parsimonious.nodes import Node, NodeVisitor
@@ -210,7 +211,8 @@ Params = list[tuple[Any, str, bool]]
 @cache
 def _terminals(grammar: str) -> tuple[Any, Any, str, Any, Any, str] | None:
     """The grammar's terminals (call_head, ws, param_open, param_head, value, param_close) when its
-    rules have `_SHAPE`, else None."""
+    rules have `_SHAPE`, else None. A `value` that is the usual "text up to the first closing or
+    opening parameter tag" is given as None: `_value_end` finds that end with two `str.find`s."""
     rules = load_grammar(grammar)
     if any(rules[name].as_rule() != rule for name, rule in _SHAPE.items()):
         return None
@@ -219,7 +221,32 @@ def _terminals(grammar: str) -> tuple[Any, Any, str, Any, Any, str] | None:
     if not all(isinstance(p, Regex) for p in patterns) or not all(isinstance(t, Literal) for t in tags):
         return None
     head, ws, param_head, value = (p.re for p in patterns)
-    return head, ws, tags[0].literal, param_head, value, tags[1].literal
+    param_open, param_close = tags[0].literal, tags[1].literal
+    if value.pattern == _up_to_tags(param_open, param_close) and value.flags == _DEFAULT_FLAGS:
+        value = None
+    return head, ws, param_open, param_head, value, param_close
+
+
+def _up_to_tags(param_open: str, param_close: str) -> str | None:
+    """The value regex that ends at the first `param_close` or `param_open` (tags that start with
+    `<` and hold no regex syntax), as the dialects' grammars write it; None for other tags."""
+    if not (param_open.startswith("<") and param_close.startswith("<")) \
+            or any(char in _REGEX_SYNTAX for char in param_open + param_close):
+        return None
+    return f"[^<]*(?:<(?!{param_close[1:]}|{param_open[1:]})[^<]*)*"
+
+
+_DEFAULT_FLAGS = regex.compile("").flags
+_REGEX_SYNTAX = frozenset("\\.^$*+?{}[]|()#")
+
+
+def _value_end(body: str, pos: int, param_open: str, param_close: str) -> int:
+    """Where a value starting at `pos` ends: the first `param_close` or `param_open` (or the end)."""
+    end = body.find(param_close, pos)
+    if end < 0:
+        end = len(body)
+    opener = body.find(param_open, pos, end)
+    return end if opener < 0 else opener
 
 
 def _read_call(grammar: str, body: str) -> tuple[Any, Params] | None:
@@ -243,12 +270,16 @@ def _read_call(grammar: str, body: str) -> tuple[Any, Params] | None:
         name = param_head.match(body, at + len(param_open))
         if name is None:
             break
-        raw = value.match(body, name.end())
-        if raw is None:
-            break
-        at = raw.end()
+        start = name.end()
+        if value is None:
+            at = _value_end(body, start, param_open, param_close)
+        else:
+            raw = value.match(body, start)
+            if raw is None:
+                break
+            at = raw.end()
         closed = body.startswith(param_close, at)
-        params.append((name, raw.group(), closed))
+        params.append((name, body[start:at], closed))
         pos = at + len(param_close) if closed else at
     return (head, params) if ws.match(body, pos).end() == len(body) else None
 
@@ -261,12 +292,12 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         return cut
     grammar = load_grammar(dialect.grammar)
     body = envelope.body
-    if grammar["call_head"].re.match(body) is None:
+    read = _read_call(dialect.grammar, body)  # None also when the call's head does not match
+    if read is None and grammar["call_head"].re.match(body) is None:
         if not envelope.complete:
             return cut
         shown = body[:40].split("\n")[0]
         return [Rejection(INVALID_JSON, [f"malformed {dialect.call_tag} header: {shown!r} is not closed by '>'"])]
-    read = _read_call(dialect.grammar, body)
     try:
         head, params = read if read is not None else _VISITOR.visit(grammar.parse(body))
     except ParseError as error:
