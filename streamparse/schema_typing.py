@@ -175,8 +175,10 @@ def _strict_json(text: str) -> Any:
 
 
 def _deeper_than(value: Any, limit: int, text: str) -> bool:
-    """Whether decoded JSON nests deeper than `limit`; the strict decoder vouches for the rest."""
-    if text.count("[") + text.count("{") < limit:
+    """Whether `value`, decoded from the JSON `text`, nests deeper than `limit`; the strict decoder
+    vouches for the rest. Most values are proved shallow from their text at C speed (fewer brackets
+    than `limit`, or `_nesting_at_most`); the others are walked level by level."""
+    if text.count("[") + text.count("{") < limit or _nesting_at_most(text, min(limit, _TEXT_LEVELS)):
         return False
     level = [value]
     for _ in range(limit):
@@ -185,6 +187,35 @@ def _deeper_than(value: Any, limit: int, text: str) -> bool:
         if not level:
             return False
     return True
+
+
+# How many levels `_nesting_at_most` peels off the text before leaving a value to the walk: each
+# level is one pass over the brackets left (deep values are rare; the walk's cost does not grow so).
+_TEXT_LEVELS = 32
+_NOT_SKELETON = bytes(byte for byte in range(256) if byte not in b'"[]{}')
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+
+
+def _nesting_at_most(text: str, levels: int) -> bool:
+    """Whether the JSON value `text` (valid JSON: the decoder read it) nests at most `levels` deep.
+
+    Exact, in C-speed passes over the text: drop the escaped backslashes and quotes (left to right,
+    as a JSON reader pairs them), keep only quotes and brackets, drop what is inside the strings
+    (quotes now alternate), then remove the innermost bracket pairs once per level."""
+    data = text.encode("utf-8", "surrogatepass")
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    data = data.translate(None, _NOT_SKELETON)
+    if b'"' in data:
+        data = data.replace(b'""', b"")  # an empty string, or the empty gap between two strings
+        if b'"' in data:
+            data = b"".join(data.split(b'"')[::2])
+    data = data.translate(_SQUARE)
+    for _ in range(levels):
+        if not data:
+            return True
+        data = data.replace(b"[]", b"")
+    return not data
 
 
 def _literal(text: str) -> Any:
