@@ -36,11 +36,10 @@ call or parameter header), which is kept as pieces and joined once when one of i
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from json.encoder import encode_basestring
 from typing import Any
 
 import regex  # type: ignore[import-untyped]
@@ -128,14 +127,11 @@ def strip_framing(raw: str) -> str:
     return raw
 
 
-_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
-
-
 def _escaped(text: str) -> str:
-    """`text` as it appears inside a JSON string; escaping is per character, so pieces join."""
-    if _NEEDS_ESCAPE.search(text) is None:
-        return text
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    """`text` as it appears inside a JSON string; escaping is per character, so pieces join.
+    (`encode_basestring` is what `json.dumps(text, ensure_ascii=False)` calls, without building an
+    encoder per call.)"""
+    return encode_basestring(text)[1:-1]
 
 
 def _flag(match: Any) -> str | None:
@@ -452,7 +448,7 @@ class XmlCallStreamer:
         self._lead_done = not self._dialect.framing_newline
         self._typed = []
         opening = '"' if self._streaming else ""
-        events.append(ArgumentsFragment(0, separator + json.dumps(key, ensure_ascii=False) + ": " + opening))
+        events.append(ArgumentsFragment(0, separator + encode_basestring(key) + ": " + opening))
         self._state = _VALUE
 
     def _between(self, text: str, pos: int) -> int:
