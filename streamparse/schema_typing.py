@@ -59,7 +59,7 @@ def schema_types(schema: Any, depth: int = 0, root: Any = None) -> set[str]:
     """The JSON types a schema allows, looking through `type` lists, anyOf/oneOf/allOf, enum,
     const, OpenAPI's `nullable` and, given the tool's schema as `root`, local `$ref`s. An empty
     set means the schema says nothing about types."""
-    if depth > _MAX_SCHEMA_DEPTH or (type(schema) is not dict and not isinstance(schema, Mapping)):
+    if schema is None or depth > _MAX_SCHEMA_DEPTH or (type(schema) is not dict and not isinstance(schema, Mapping)):
         return set()
     declared = schema.get("type")
     if len(schema) == 1 and type(declared) is list:  # `{"type": [...]}`, as `Tools` writes typing schemas
@@ -155,19 +155,30 @@ class TooDeepText(str):
     __slots__ = ()
 
 
-def _json(text: str) -> tuple[bool, Any]:
-    """Strict JSON (RFC 8259: no NaN/Infinity, no overflow, no lone surrogates, no duplicate keys),
-    as plain JSON data; never raises."""
+# A typed value, and its JSON text when that is the parameter's text itself without surrounding
+# whitespace (else None): what `arguments_json` writes for it, as the model wrote it.
+Typed = tuple[Any, "str | None"]
+_NOT_JSON, _TOO_DEEP = object(), object()  # what `_strict_json` says instead of a value
+
+
+def _strict_json(text: str) -> Any:
+    """The value of `text` read as strict JSON (RFC 8259: no NaN/Infinity, no overflow, no lone
+    surrogates, no duplicate keys) and at most MAX_DEPTH deep; `_TOO_DEEP` when it is strict JSON
+    nested deeper, `_NOT_JSON` when it is not JSON at all. Never raises."""
     try:
         value = strict_loads(text)
+    except json.JSONDecodeError as error:
+        return _TOO_DEEP if error.msg == "nested too deeply" else _NOT_JSON
     except ValueError:
-        return False, None
-    return (True, value) if not _deeper_than(value, MAX_DEPTH, text) else (False, None)
+        return _NOT_JSON
+    return _TOO_DEEP if _deeper_than(value, MAX_DEPTH, text) else value
 
 
 def _deeper_than(value: Any, limit: int, text: str) -> bool:
-    """Whether decoded JSON nests deeper than `limit`; the strict decoder vouches for the rest."""
-    if text.count("[") + text.count("{") < limit:
+    """Whether `value`, decoded from the JSON `text`, nests deeper than `limit`; the strict decoder
+    vouches for the rest. Most values are proved shallow from their text at C speed (fewer brackets
+    than `limit`, or `_nesting_at_most`); the others are walked level by level."""
+    if text.count("[") + text.count("{") < limit or _nesting_at_most(text, min(limit, _TEXT_LEVELS)):
         return False
     level = [value]
     for _ in range(limit):
@@ -178,33 +189,49 @@ def _deeper_than(value: Any, limit: int, text: str) -> bool:
     return True
 
 
-def _too_deep(text: str) -> bool:
-    try:
-        value = strict_loads(text)
-    except json.JSONDecodeError as error:
-        return error.msg == "nested too deeply"
-    except ValueError:
-        return False
-    return _json_data_problem(value) == "depth"
+# How many levels `_nesting_at_most` peels off the text before leaving a value to the walk: each
+# level is one pass over the brackets left (deep values are rare; the walk's cost does not grow so).
+_TEXT_LEVELS = 32
+_NOT_SKELETON = bytes(byte for byte in range(256) if byte not in b'"[]{}')
+_SQUARE = bytes.maketrans(b"{}", b"[]")
 
 
-def _literal(text: str) -> tuple[bool, Any]:
-    """JSON first, then a Python literal (never evaluated: `ast.literal_eval`), which must not
-    write a dict key twice either."""
-    ok, value = _json(text)
-    if ok:
-        return ok, value
+def _nesting_at_most(text: str, levels: int) -> bool:
+    """Whether the JSON value `text` (valid JSON: the decoder read it) nests at most `levels` deep.
+
+    Exact, in C-speed passes over the text: drop the escaped backslashes and quotes (left to right,
+    as a JSON reader pairs them), keep only quotes and brackets, drop what is inside the strings
+    (quotes now alternate), then remove the innermost bracket pairs once per level."""
+    data = text.encode("utf-8", "surrogatepass")
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    data = data.translate(None, _NOT_SKELETON)
+    if b'"' in data:
+        data = data.replace(b'""', b"")  # an empty string, or the empty gap between two strings
+        if b'"' in data:
+            data = b"".join(data.split(b'"')[::2])
+    data = data.translate(_SQUARE)
+    for _ in range(levels):
+        if not data:
+            return True
+        data = data.replace(b"[]", b"")
+    return not data
+
+
+def _literal(text: str) -> Any:
+    """The value of a Python literal (never evaluated: `ast.literal_eval`) that is JSON data and
+    writes no dict key twice; `_NOT_JSON` for any other text."""
     try:
         tree = ast.parse(text, mode="eval")
         for node in ast.walk(tree):
             if isinstance(node, ast.Dict):
                 keys = [ast.literal_eval(key) if key is not None else None for key in node.keys]
                 if len(set(map(repr, keys))) != len(keys):
-                    return False, None
+                    return _NOT_JSON
         value = ast.literal_eval(tree)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False, None
-    return (True, value) if is_json_data(value) else (False, None)
+        return _NOT_JSON
+    return value if is_json_data(value) else _NOT_JSON
 
 
 def _integer(text: str) -> tuple[bool, Any]:
@@ -223,53 +250,82 @@ def _integer(text: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _as(kind: str, text: str) -> tuple[bool, Any]:
-    stripped = text.strip()
+_NUMBER_START = frozenset("-0123456789")  # a JSON number starts with one of these
+
+
+def _scalar(kind: str, text: str) -> tuple[bool, Any]:
+    """`text` (stripped) as a null, boolean, integer or number."""
     if kind == "null":
-        return (True, None) if stripped in ("null", "None") else (False, None)
+        return (True, None) if text in ("null", "None") else (False, None)
     if kind == "boolean":
-        if stripped in ("true", "True"):
+        if text in ("true", "True"):
             return True, True
-        if stripped in ("false", "False"):
+        if text in ("false", "False"):
             return True, False
         return False, None
-    if kind == "integer":
-        return _integer(stripped)
-    if kind == "number":
-        ok, value = _json(stripped)
-        if ok and not isinstance(value, bool) and isinstance(value, (int, float)):
-            return True, value
+    if text[:1] not in _NUMBER_START:
         return False, None
-    ok, value = _literal(stripped)
-    wanted = dict if kind == "object" else list
-    if ok and isinstance(value, wanted):
+    if kind == "integer":
+        return _integer(text)
+    value = _strict_json(text)
+    if type(value) is int or type(value) is float:
         return True, value
     return False, None
 
 
-def coerce(text: str, schema: Any) -> Any:
-    """The value `text` stands for under `schema` (a property schema); a string when nothing fits."""
+def _container(text: str, wanted: set[str]) -> Typed:
+    """`text` (stripped) as an object or array of a kind in `wanted`: strict JSON (then its JSON text
+    is `text` itself), else a Python literal; `_TOO_DEEP` or `_NOT_JSON` instead of a value."""
+    value = _strict_json(text)
+    if value is _TOO_DEEP:
+        return value, None
+    written: str | None = text
+    if value is _NOT_JSON:
+        value, written = _literal(text), None
+    if value is _NOT_JSON or _PYTHON_TYPE.get(type(value)) not in wanted:
+        return _NOT_JSON, None
+    return value, written
+
+
+_SCALARS = ("null", "boolean", "integer", "number")
+_CONTAINERS = frozenset(("object", "array"))
+
+
+def typed(text: str, schema: Any) -> Typed:
+    """The value `text` stands for under `schema` (a property schema), a string when nothing fits;
+    and the value's JSON text when it is `text` itself without its surrounding whitespace (an object
+    or array written as strict JSON: `arguments_json` keeps it as written), else None."""
     types = schema_types(schema)
-    for kind in _ORDER:
-        if kind in types:
-            ok, value = _as(kind, text)
-            if ok:
-                return value
-    if types and "string" not in types and types & {"object", "array"} and _too_deep(text.strip()):
-        return TooDeepText(text)
-    return text
-
-
-def parse_json_value(text: str, schema: Any) -> Any:
-    """A value written as JSON (DSML `string="false"`): JSON, else the typing rules, else the text."""
+    if not types - {"string"}:
+        return text, None
     stripped = text.strip()
-    ok, value = _json(stripped)
-    if ok:
-        return value
+    for kind in _SCALARS:
+        if kind in types:
+            ok, value = _scalar(kind, stripped)
+            if ok:
+                return value, None
+    wanted = types & _CONTAINERS
+    if wanted:
+        value, written = _container(stripped, wanted)
+        if value is _TOO_DEEP:
+            if "string" not in types:
+                return TooDeepText(text), None
+        elif value is not _NOT_JSON:
+            return value, written
+    return text, None
+
+
+def typed_json(text: str, schema: Any) -> Typed:
+    """A value written as JSON (DSML `string="false"`): JSON, else the typing rules, else the text;
+    with its JSON text as in `typed`."""
+    stripped = text.strip()
+    value = _strict_json(stripped)
+    if value is not _NOT_JSON and value is not _TOO_DEEP:
+        return value, (stripped if type(value) is dict or type(value) is list else None)
     if schema_types(schema):
-        return coerce(text, schema)
-    ok, value = _literal(stripped)
-    return value if ok else text
+        return typed(text, schema)
+    value = _literal(stripped)
+    return (text if value is _NOT_JSON else value), None
 
 
 def property_schema(tool_schema: Any, name: str) -> Any:
@@ -278,7 +334,7 @@ def property_schema(tool_schema: Any, name: str) -> Any:
     The parameter may be declared at the top, in `allOf`/`anyOf`/`oneOf` branches or behind a local
     `$ref` (a tool's `parameters` written as a union of shapes); declared in several places, its
     schema is their `anyOf` (typing tries every type any of them allows)."""
-    if type(tool_schema) is not dict and not isinstance(tool_schema, Mapping):
+    if tool_schema is None or (type(tool_schema) is not dict and not isinstance(tool_schema, Mapping)):
         return None
     properties = tool_schema.get("properties")
     direct = properties.get(name) if type(properties) is dict or isinstance(properties, Mapping) else None

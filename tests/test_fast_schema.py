@@ -80,3 +80,16 @@ def test_a_ref_cycle_is_a_schema_violation_not_an_exception() -> None:
     tools = [{"name": "f", "parameters": {"$defs": {"d": {"$ref": "#/$defs/d"}}, "not": {"$ref": "#/$defs/d"}}}]
     message = streamparse.parse('<tool_call>{"name": "f", "arguments": {}}</tool_call>', "hermes", tools)
     assert [r.status for r in message.rejected] == ["schema_violation"]
+
+
+@given(st.lists(st.one_of(INSTANCES, st.dictionaries(st.sampled_from(["a", "b", "c"]), SCALARS)), max_size=5),
+       st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2, unique=True))
+def test_an_array_of_objects_with_required_keys_agrees_with_jsonschema(items: list[Any], required: list[str]) -> None:
+    """The items of `{"type": "object", "required": [...]}` are checked in two C-speed passes."""
+    item = {"type": "object", "required": required}
+    schema = {"type": "object", "properties": {"v": {"type": "array", "items": item}}}
+    check = compile_schema(schema)
+    assert check is not None
+    validator = ToolSet([{"name": "f", "parameters": schema}]).tools._tools["f"].validator  # type: ignore[union-attr]
+    for instance in ({"v": items}, {"v": items[:1]}, {"v": [*items, {k: 1 for k in required}]}, {"v": "x"}):
+        assert check(instance) == validator.is_valid(instance), instance

@@ -158,6 +158,20 @@ def test_a_repeated_key_keeps_its_last_value() -> None:
         assert_stream_matches(folded, msg)
 
 
+def test_a_repeated_object_key_keeps_its_last_value_as_written() -> None:
+    """Last value wins, each key once at its first place; an object written as strict JSON stays its
+    own text in `arguments_json` (tagged_params), the dropped value leaves no trace."""
+    tools = [{"name": "f", "parameters": {"type": "object", "properties": {"o": {"type": "object"}}}}]
+    text = call("f", ("o", '{"old": 1}'), ("b", "2"), ("o", ' {"new":[1,2.50]} '))
+    msg = parse(text, tools=tools)
+    assert calls_of(msg) == [("f", {"o": {"new": [1, 2.5]}, "b": "2"})]
+    assert msg.tool_calls[0].arguments_json == '{"o": {"new":[1,2.50]}, "b": "2"}'
+    for emit in ("validated", "progressive"):
+        folded, streamed = run_stream(list(text), format=FORMAT, tools=tools, emit_calls=emit, id_factory=ids)
+        assert streamed == msg
+        assert_stream_matches(folded, msg)
+
+
 def test_progressive_mode_starts_a_call_at_its_name_and_sends_its_arguments_when_it_closes() -> None:
     # A repeated key may come at any point and would change text already sent.
     text = call("f", ("a", "1"), ("b", "2"))

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import pytest
+from conftest import agreeing
 
 import streamparse
 from streamparse import Message, ToolCall
@@ -147,6 +148,43 @@ def test_xml_deep_nesting_is_reported_as_such(fmt: str) -> None:
     message = outcomes(xml_wire(fmt, "o", '{"a": ' + "[" * 3000 + "]" * 3000 + "}"), fmt, tools=XML_TOOLS)
     assert [r.status for r in message.rejected] == ["invalid_json"]
     assert "nests too deeply" in message.rejected[0].errors[0]
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_xml_nesting_is_checked_exactly_at_its_limit(fmt: str) -> None:
+    """200 levels are a value; 201 are "nested too deeply", also where brackets inside strings or
+    wide levels would mislead a count (the limit is `schema_typing.MAX_DEPTH`)."""
+    def nested(levels: int) -> str:  # `levels` containers deep, with bracket-laden strings on the way
+        inner = '{"s": "]]}}[[", "w": [' + ", ".join(["[]"] * 50) + "]}"
+        for level in range(levels - 3):
+            inner = f'["x\\"]{level}", {inner}]' if level % 2 else f'{{"k\\\\": {inner}, "z": "}}"}}'
+        return inner
+    for levels, accepted in ((200, True), (201, False)):
+        value = nested(levels)
+        message = outcomes(xml_wire(fmt, "o", value), fmt, tools=XML_TOOLS)
+        if accepted:
+            assert [c.arguments for c in message.tool_calls] == [{"o": json.loads(value)}]
+        else:
+            assert [(r.status, r.errors) for r in message.rejected] == [
+                ("invalid_json", ["$: a parameter value nests too deeply (more than 200 levels)"])]
+
+
+@pytest.mark.parametrize("fmt", XML_FORMATS)
+def test_xml_object_written_as_strict_json_is_kept_as_written_in_arguments_json(fmt: str) -> None:
+    """Read once, not written again: an object or array parameter the model wrote as strict JSON is
+    its own text in `arguments_json` (without the whitespace around it), as the JSON formats keep
+    the model's arguments; the streamed fragments join to it in both emit modes."""
+    written = '{"b":[1, 2.50,1e2],  "a" :{"\\u00e9": "\\"x\\""}, "c": "\\/"}'
+    message = outcomes(xml_wire(fmt, "o", f"  {written}\n "), fmt, tools=XML_TOOLS)
+    [accepted] = message.tool_calls
+    assert accepted.arguments == {"o": {"b": [1, 2.5, 100.0], "a": {"é": '"x"'}, "c": "/"}}
+    assert accepted.arguments_json == '{"o": ' + written + "}"
+    agreeing(xml_wire(fmt, "o", written), fmt, sizes=(1, 3, 7), tools=XML_TOOLS)
+    # A value read as a Python literal, or a scalar, is written by json.dumps as before.
+    message = outcomes(xml_wire(fmt, "o", "{'k': None,'t': True}"), fmt, tools=XML_TOOLS)
+    assert message.tool_calls[0].arguments_json == '{"o": {"k": null, "t": true}}'
+    message = outcomes(xml_wire(fmt, "n", " 1e2 "), fmt, tools=XML_TOOLS)
+    assert message.tool_calls[0].arguments_json == '{"n": 100.0}'
 
 
 @pytest.mark.parametrize("fmt", JSON_FORMATS)

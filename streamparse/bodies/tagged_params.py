@@ -11,12 +11,15 @@ regexes name the call and the parameter (group `name`); a `call_head` that may e
 closing character (GLM's name runs to a newline or the first `<arg_key>`) says with an optional
 group `closed` whether its end was written.
 
-`arguments_json` is `json.dumps(arguments, ensure_ascii=False)`. The streamer sends exactly that
-text in order: `{`, then per parameter `"key": ` and either `"` + the JSON-escaped string as the
-model writes it + `"` (a parameter that is a string whatever its text), or the typed value once
-its parameter closes; the engine sends the final `}`. A framing newline and the start of a closing
-tag are held back until the next text shows what they are, so nothing is ever taken back; so is a
-newline at the end of a value whose dialect drops it when the closing tag turns out to be missing.
+`arguments_json` is `json.dumps(arguments, ensure_ascii=False)`, except that an object or array
+parameter written as strict JSON is written as the model wrote it (without the whitespace around
+it), as the JSON formats keep the model's arguments text: it is read once and not written again.
+The streamer sends exactly that text in order: `{`, then per parameter `"key": ` and either `"` +
+the JSON-escaped string as the model writes it + `"` (a parameter that is a string whatever its
+text), or the typed value once its parameter closes; the engine sends the final `}`. A framing
+newline and the start of a closing tag are held back until the next text shows what they are, so
+nothing is ever taken back; so is a newline at the end of a value whose dialect drops it when the
+closing tag turns out to be missing.
 
 A parameter name given twice rejects the call (`invalid_json`, naming the parameter): neither
 value is clearly the one meant, and the streamed text would not be an object with unique keys.
@@ -33,34 +36,35 @@ call or parameter header), which is kept as pieces and joined once when one of i
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from json.encoder import encode_basestring
 from typing import Any
 
+import regex  # type: ignore[import-untyped]
 from parsimonious.exceptions import ParseError
 from parsimonious.expressions import Literal, Regex
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..grammar import json_text, load_grammar
 from ..scanning import ScanResult, WalkSource, delimiters_of
-from ..schema_typing import coerce, property_schema, schema_types
+from ..schema_typing import Typed, property_schema, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
 # How a parameter's text becomes its value: (text without framing, `string` flag or None, the
-# parameter's schema or None) -> value. And whether that value is a string whatever the text is
-# (then it streams): (flag, schema) -> bool.
-ValueReader = Callable[[str, "str | None", Any], Any]
+# parameter's schema or None) -> `Typed` (the value, and its JSON text when that is the text as
+# written). And whether that value is a string whatever the text is (then it streams): (flag,
+# schema) -> bool.
+ValueReader = Callable[[str, "str | None", Any], Typed]
 StringTest = Callable[["str | None", Any], bool]
 
 
-def untyped_value(text: str, flag: str | None, schema: Any) -> Any:
+def untyped_value(text: str, flag: str | None, schema: Any) -> Typed:
     """Qwen3-Coder: the text is typed by the schema alone (FORMATS.md, "Typing by schema")."""
-    return coerce(text, schema)
+    return typed(text, schema)
 
 
 def untyped_is_string(flag: str | None, schema: Any) -> bool:
@@ -123,14 +127,11 @@ def strip_framing(raw: str) -> str:
     return raw
 
 
-_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
-
-
 def _escaped(text: str) -> str:
-    """`text` as it appears inside a JSON string; escaping is per character, so pieces join."""
-    if _NEEDS_ESCAPE.search(text) is None:
-        return text
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    """`text` as it appears inside a JSON string; escaping is per character, so pieces join.
+    (`encode_basestring` is what `json.dumps(text, ensure_ascii=False)` calls, without building an
+    encoder per call.)"""
+    return encode_basestring(text)[1:-1]
 
 
 def _flag(match: Any) -> str | None:
@@ -206,7 +207,8 @@ Params = list[tuple[Any, str, bool]]
 @cache
 def _terminals(grammar: str) -> tuple[Any, Any, str, Any, Any, str] | None:
     """The grammar's terminals (call_head, ws, param_open, param_head, value, param_close) when its
-    rules have `_SHAPE`, else None."""
+    rules have `_SHAPE`, else None. A `value` that is the usual "text up to the first closing or
+    opening parameter tag" is given as None: `_value_end` finds that end with two `str.find`s."""
     rules = load_grammar(grammar)
     if any(rules[name].as_rule() != rule for name, rule in _SHAPE.items()):
         return None
@@ -215,7 +217,32 @@ def _terminals(grammar: str) -> tuple[Any, Any, str, Any, Any, str] | None:
     if not all(isinstance(p, Regex) for p in patterns) or not all(isinstance(t, Literal) for t in tags):
         return None
     head, ws, param_head, value = (p.re for p in patterns)
-    return head, ws, tags[0].literal, param_head, value, tags[1].literal
+    param_open, param_close = tags[0].literal, tags[1].literal
+    if value.pattern == _up_to_tags(param_open, param_close) and value.flags == _DEFAULT_FLAGS:
+        value = None
+    return head, ws, param_open, param_head, value, param_close
+
+
+def _up_to_tags(param_open: str, param_close: str) -> str | None:
+    """The value regex that ends at the first `param_close` or `param_open` (tags that start with
+    `<` and hold no regex syntax), as the dialects' grammars write it; None for other tags."""
+    if not (param_open.startswith("<") and param_close.startswith("<")) \
+            or any(char in _REGEX_SYNTAX for char in param_open + param_close):
+        return None
+    return f"[^<]*(?:<(?!{param_close[1:]}|{param_open[1:]})[^<]*)*"
+
+
+_DEFAULT_FLAGS = regex.compile("").flags
+_REGEX_SYNTAX = frozenset("\\.^$*+?{}[]|()#")
+
+
+def _value_end(body: str, pos: int, param_open: str, param_close: str) -> int:
+    """Where a value starting at `pos` ends: the first `param_close` or `param_open` (or the end)."""
+    end = body.find(param_close, pos)
+    if end < 0:
+        end = len(body)
+    opener = body.find(param_open, pos, end)
+    return end if opener < 0 else opener
 
 
 def _read_call(grammar: str, body: str) -> tuple[Any, Params] | None:
@@ -239,12 +266,16 @@ def _read_call(grammar: str, body: str) -> tuple[Any, Params] | None:
         name = param_head.match(body, at + len(param_open))
         if name is None:
             break
-        raw = value.match(body, name.end())
-        if raw is None:
-            break
-        at = raw.end()
+        start = name.end()
+        if value is None:
+            at = _value_end(body, start, param_open, param_close)
+        else:
+            raw = value.match(body, start)
+            if raw is None:
+                break
+            at = raw.end()
         closed = body.startswith(param_close, at)
-        params.append((name, raw.group(), closed))
+        params.append((name, body[start:at], closed))
         pos = at + len(param_close) if closed else at
     return (head, params) if ws.match(body, pos).end() == len(body) else None
 
@@ -257,12 +288,12 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         return cut
     grammar = load_grammar(dialect.grammar)
     body = envelope.body
-    if grammar["call_head"].re.match(body) is None:
+    read = _read_call(dialect.grammar, body)  # None also when the call's head does not match
+    if read is None and grammar["call_head"].re.match(body) is None:
         if not envelope.complete:
             return cut
         shown = body[:40].split("\n")[0]
         return [Rejection(INVALID_JSON, [f"malformed {dialect.call_tag} header: {shown!r} is not closed by '>'"])]
-    read = _read_call(dialect.grammar, body)
     try:
         head, params = read if read is not None else _VISITOR.visit(grammar.parse(body))
     except ParseError as error:
@@ -277,6 +308,7 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         return [Rejection(INVALID_JSON, [f"{dialect.call_tag} has no function name"])]
     schema = tools.schema(name)
     arguments: dict[str, Any] = {}
+    written: dict[str, str | None] = {}  # each value's JSON text as the model wrote it, or None
     for param_head, raw, closed in params:
         key = param_head.group("name").strip()
         if not key:
@@ -289,9 +321,21 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
             text = _without_last_newline(raw)
         else:
             text = raw
-        value = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
-        arguments[key] = value
-    return [ParsedCall(name, arguments, json_text(arguments))]
+        arguments[key], written[key] = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
+    return [ParsedCall(name, arguments, _arguments_json(arguments, written))]
+
+
+def _arguments_json(arguments: dict[str, Any], written: dict[str, str | None]) -> str:
+    """`json.dumps(arguments)`, with each value the model wrote as strict JSON kept as written."""
+    if all(text is None for text in written.values()):
+        return json_text(arguments)
+    return "{" + ", ".join(f"{json_text(key)}: {_value_json(arguments[key], text)}"
+                           for key, text in written.items()) + "}"
+
+
+def _value_json(value: Any, written: str | None) -> str:
+    """A parameter's value in `arguments_json` (in `parse_call` and as the streamer sends it)."""
+    return written if written is not None else json_text(value)
 
 
 def _head_closed(head: Any) -> bool:
@@ -404,7 +448,7 @@ class XmlCallStreamer:
         self._lead_done = not self._dialect.framing_newline
         self._typed = []
         opening = '"' if self._streaming else ""
-        events.append(ArgumentsFragment(0, separator + json.dumps(key, ensure_ascii=False) + ": " + opening))
+        events.append(ArgumentsFragment(0, separator + encode_basestring(key) + ": " + opening))
         self._state = _VALUE
 
     def _between(self, text: str, pos: int) -> int:
@@ -476,5 +520,5 @@ class XmlCallStreamer:
             return
         raw = "".join(self._typed)
         self._typed = []
-        value = self._dialect.value_of(raw, self._flag, property_schema(self._schema, self._key))
-        events.append(ArgumentsFragment(0, json.dumps(value, ensure_ascii=False)))
+        value, written = self._dialect.value_of(raw, self._flag, property_schema(self._schema, self._key))
+        events.append(ArgumentsFragment(0, _value_json(value, written)))

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ..bodies.tagged_params import TaggedParams
-from ..schema_typing import coerce, parse_json_value, schema_types
+from ..schema_typing import Typed, schema_types, typed, typed_json
 from ..spec import EnvelopeSpec, FormatSpec, WrapperSpec
 from ..types import Message
 
@@ -25,16 +25,16 @@ INVOKE_OPENER, INVOKE_CLOSER = f"<{DSML}invoke", f"</{DSML}invoke>"
 PARAM_OPENER, PARAM_CLOSER = f"<{DSML}parameter", f"</{DSML}parameter>"
 
 
-def dsml_value(text: str, flag: str | None, schema: Any) -> Any:
+def dsml_value(text: str, flag: str | None, schema: Any) -> Typed:
     """FORMATS.md, "Typing by schema", DSML: `string="false"` is JSON; `string="true"` is a string
     whenever the schema allows one; without the attribute the text is typed as in qwen3_coder."""
     if flag == "false":
-        return parse_json_value(text, schema)
+        return typed_json(text, schema)
     if flag == "true":
         types = schema_types(schema)
         if not types or "string" in types:
-            return text
-    return coerce(text, schema)
+            return text, None
+    return typed(text, schema)
 
 
 def dsml_is_string(flag: str | None, schema: Any) -> bool:
