@@ -135,7 +135,23 @@ def _escaped(text: str) -> str:
 
 
 def _flag(match: Any) -> str | None:
-    return match.groupdict().get("string") if match is not None else None
+    """The header's `string` group (DSML's `string="true"`), or None."""
+    number = _groups(match.re)[1] if match is not None else 0
+    return match.group(number) if number else None
+
+
+def _name(match: Any) -> str:
+    """The header's `name` group, stripped."""
+    name: str = match.group(_groups(match.re)[0])
+    return name.strip()
+
+
+@cache
+def _groups(pattern: Any) -> tuple[int, int, int]:
+    """The numbers of a header regex's groups `name`, `string` and `closed` (0 for one it lacks):
+    the `regex` module finds a group by name slowly (a micro-second a call), by number at once."""
+    index = pattern.groupindex
+    return index["name"], index.get("string", 0), index.get("closed", 0)
 
 
 class XmlEnvelopeScanner:
@@ -303,14 +319,14 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         return [Rejection(INVALID_JSON, [f"unexpected text at character {pos}: {body[pos:pos + 30]!r}"])]
     if not envelope.complete and not (params[-1][2] if params else _head_closed(head)):
         return cut
-    name = head.group("name").strip()
+    name = _name(head)
     if not name:
         return [Rejection(INVALID_JSON, [f"{dialect.call_tag} has no function name"])]
     schema = tools.schema(name)
     arguments: dict[str, Any] = {}
     written: dict[str, str | None] = {}  # each value's JSON text as the model wrote it, or None
     for param_head, raw, closed in params:
-        key = param_head.group("name").strip()
+        key = _name(param_head)
         if not key:
             return [Rejection(INVALID_JSON, ["a parameter has no name"], name=name)]
         if key in arguments and not dialect.repeated_key_last_wins:
@@ -340,7 +356,8 @@ def _value_json(value: Any, written: str | None) -> str:
 
 def _head_closed(head: Any) -> bool:
     """Whether the call's head was written to its end (a `>`, or GLM's newline after the name)."""
-    return "closed" not in head.re.groupindex or head.group("closed") is not None
+    closed = _groups(head.re)[2]
+    return not closed or head.group(closed) is not None
 
 
 def _without_last_newline(raw: str) -> str:
@@ -422,7 +439,7 @@ class XmlCallStreamer:
         return match.end() - back  # what follows the header is read again
 
     def _call_started(self, match: Any, events: list[StreamEvent]) -> None:
-        name = match.group("name").strip() if match is not None else ""
+        name = _name(match) if match is not None else ""
         if not name:
             self._state = _DONE
             return
@@ -435,7 +452,7 @@ class XmlCallStreamer:
         self._state = _BETWEEN
 
     def _param_started(self, match: Any, events: list[StreamEvent]) -> None:
-        key = match.group("name").strip() if match is not None else ""
+        key = _name(match) if match is not None else ""
         if not key or (key in self._keys and not self._dialect.repeated_key_last_wins):
             self._state = _DONE
             return
