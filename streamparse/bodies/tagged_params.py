@@ -343,10 +343,10 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
 
 def _arguments_json(arguments: dict[str, Any], written: dict[str, str | None]) -> str:
     """`json.dumps(arguments)`, with each value the model wrote as strict JSON kept as written."""
-    if all(text is None for text in written.values()):
+    if not any(written.values()):  # (a written text is a JSON object or array: never empty)
         return json_text(arguments)
-    return "{" + ", ".join(f"{json_text(key)}: {_value_json(arguments[key], text)}"
-                           for key, text in written.items()) + "}"
+    return "{" + ", ".join([f"{encode_basestring(key)}: {json_text(arguments[key]) if text is None else text}"
+                            for key, text in written.items()]) + "}"
 
 
 def _value_json(value: Any, written: str | None) -> str:
