@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from ..scanning import Decoded, EnvelopeScanner
 from ..spec import AnchorSpec, CallStreamer, EnvelopeSpec, WrapperSpec
 
+# The parser's mode while an envelope is open (`parser.py`); here, so that the message readers
+# (`messages.py`), which open call envelopes, name it without importing the parser at each call.
+ENVELOPE_MODE = "envelope"
+
 
 @dataclass
 class OpenWrapper:

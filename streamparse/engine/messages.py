@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..scanning import hold_merged
 from ..spec import CALL, REASONING, Envelope, EnvelopeSpec, MessageSpec, Rejection
 from ..types import TRUNCATED
-from .envelopes import OpenEnvelope
+from .envelopes import ENVELOPE_MODE, OpenEnvelope
 from .regions import Region
 
 if TYPE_CHECKING:
@@ -203,8 +203,6 @@ def _route(parser: StreamParser) -> None:
 def _open_call(parser: StreamParser, opener: str, name: str) -> None:
     """A call message: an envelope whose opener is the header and whose body the format's call kind reads.
     The header counts towards `max_call_chars`, so a rejected call's raw text stays within the limit."""
-    from .parser import ENVELOPE_MODE
-
     state = _state(parser)
     kind = state.spec.call(name)
     scanner = kind.scanner()

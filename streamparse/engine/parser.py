@@ -25,7 +25,7 @@ from ..validation import ToolSet
 from . import messages
 from .anchors import ANCHOR, TRAILING, Anchors
 from .delimiters import DelimiterSets, delimiter_sets
-from .envelopes import OpenEnvelope, OpenWrapper
+from .envelopes import ENVELOPE_MODE, OpenEnvelope, OpenWrapper
 from .input import LookAlikes, Utf8Input
 from .regions import Output, Region
 from .settle import Settler
@@ -33,9 +33,8 @@ from .settle import Settler
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-_START, _REASONING, _CONTENT, _WRAPPER, _ENVELOPE = "start", "reasoning", "content", "wrapper", "envelope"
+_START, _REASONING, _CONTENT, _WRAPPER, _ENVELOPE = "start", "reasoning", "content", "wrapper", ENVELOPE_MODE
 _NON_SPACE = re.compile(r"\S")  # the same characters str.strip() keeps
-ENVELOPE_MODE = _ENVELOPE  # for the message readers (`messages.py`), which open call envelopes
 
 Reader = Callable[["StreamParser", str, int], int]
 
