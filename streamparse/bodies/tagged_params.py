@@ -262,6 +262,8 @@ def _whitespace_run(pattern: Any) -> Any:
     if pattern.flags == _DEFAULT_FLAGS and _LITERAL_CLASS_RUN.fullmatch(pattern.pattern) is not None:
         return re.compile(pattern.pattern)
     return pattern
+
+
 _REGEX_SYNTAX = frozenset("\\.^$*+?{}[]|()#")
 
 
