@@ -26,7 +26,17 @@ from typing import Any
 
 import regex  # type: ignore[import-untyped]
 
-from .scanning import Decoded, Delimiters, Marks, ScanResult, ValueReader, delimiters_of, hold_merged, marks_in
+from .scanning import (
+    Decoded,
+    Delimiters,
+    Marks,
+    ScanResult,
+    ValueReader,
+    delimiters_of,
+    hold_merged,
+    marks_in,
+    read_value,
+)
 
 LEAD_LIMIT = 256  # characters a lead may take before the value starts
 
@@ -252,13 +262,10 @@ class JsonValueReader:
         if self._skim_budget <= 0 or text.find(_CLOSER_OF[text[pos]], pos) < 0:  # cannot end in view
             return None
         if self.value_reader is not None and not self._stack:
-            try:
-                found = self.value_reader(text, pos)
-            except (ValueError, RecursionError):
-                found = None
-            if found is not None:
-                self.decoded = Decoded(text, pos, found[1], found[0])
-                return found[1]
+            decoded = read_value(self.value_reader, text, pos)
+            if decoded is not None:
+                self.decoded = decoded
+                return decoded.end
         try:
             end: int = DECODER.raw_decode(text, pos)[1]  # where it ends; read strictly later
         except (ValueError, RecursionError):

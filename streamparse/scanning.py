@@ -99,6 +99,16 @@ class Decoded(NamedTuple):
         return self.values
 
 
+def read_value(read: ValueReader, text: str, pos: int) -> Decoded | None:
+    """What a body kind's `read` makes of the complete JSON value at `text[pos]`, as `Decoded`;
+    None where it cannot read it (then only the value's end is found, and the parse reads it)."""
+    try:
+        found = read(text, pos)
+    except (ValueError, RecursionError):
+        return None
+    return None if found is None else Decoded(text, pos, found[1], found[0])
+
+
 def decoded_at(decoded: Decoded | None, body: str, pos: int) -> dict[int, tuple[Any, int]] | None:
     """`decoded.at(body, pos)`, or None when nothing was decoded."""
     return None if decoded is None else decoded.at(body, pos)
@@ -303,14 +313,10 @@ class JsonAwareScanner:
         """Where the JSON value at `text[pos]` ends, when all of it is in `text`: read by the kind's
         reader when it can (what it read is kept in `decoded`), else only its end found."""
         if self._read is not None:
-            try:
-                found = self._read(text, pos)
-            except (ValueError, RecursionError):
-                found = None
-            if found is not None:
-                values, end = found
-                self.decoded = Decoded(text, pos, end, values)
-                return end
+            decoded = read_value(self._read, text, pos)
+            if decoded is not None:
+                self.decoded = decoded
+                return decoded.end
         return _complete_value(text, pos)
 
 
