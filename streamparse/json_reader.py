@@ -319,6 +319,13 @@ class JsonValueReader:
         return pos, False
 
 
+def broken_before_end(text: str, pos: int) -> bool:
+    """Whether the JSON value starting at `text[pos]` is already invalid before the text ends (a
+    character that cannot continue it), as opposed to cut off. One walk; for a body whose envelope
+    the output cut off, read once at its end."""
+    return JsonValueReader(delimiters_of(())).read(text, pos)[0] == BROKEN
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 

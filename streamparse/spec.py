@@ -159,6 +159,12 @@ class EnvelopeSpec:
     # list, LFM2's `[]`) is framing: no call, no rejection. Otherwise it is rejected `invalid_json`
     # (`truncated` when the output ended inside it) as "no call in the envelope".
     no_call_is_framing: bool = False
+    # The opener counts only at the start of the output or right after whitespace; anywhere else
+    # its text is content (Phi-4-mini's `functools[`, a plain word).
+    after_space: bool = False
+    # How many of the opener's last characters are the start of the body (`functools[`: the `[`
+    # opens the body's list); they are read again as body.
+    body_lead: int = 0
 
 
 @dataclass(frozen=True)
@@ -292,6 +298,9 @@ class FormatSpec:
     # without reasoning as bare text after its `<think>⏎` prompt). The cost: forced-open reasoning is
     # held back, not streamed, until its closer arrives (or the end makes it content).
     forced_reasoning_needs_closer: bool = False
+    # The output always starts inside reasoning, whatever `thinking_forced_open` says: the model
+    # never writes an opener (Apriel's reasoning runs to `[BEGIN FINAL RESPONSE]`).
+    reasoning_always_open: bool = False
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).

@@ -42,6 +42,7 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
+from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
@@ -195,6 +196,7 @@ class JsonCall:
     argument_keys: tuple[str, ...] = ARGUMENT_KEYS  # the member holding the arguments (one of them)
     numeric_ids: bool = False  # a number under an id key is the id, as its JSON text
     named_by_key: bool = False  # a call object is {"NAME": {arguments}}: its one key names the tool
+    empty_list_is_no_call: bool = False  # `[]` holds no call (no rejection); else it is `invalid_json`
 
     @property
     def value_reader(self) -> ValueReader:
@@ -213,8 +215,13 @@ class JsonCall:
             return empty_body(envelope, self.tag, f"empty {self.tag} envelope") or []
         start = _skip_space(body, 0)
         read = decoded_at(envelope.decoded, body, start)  # the call objects the scanner read
+        complete = envelope.complete
+        if not complete and self.end_at_value and broken_before_end(body, start):
+            # Its brackets never balanced, but the JSON was invalid before the output ended: not a cut.
+            envelope = replace(envelope, complete=True)
+            complete = True
         if self.call_list:
-            return self._read_list(body, envelope.complete, start, read)
+            return self._read_list(body, complete, start, read)
         # Fast path for the common case, one plain object; the grammar reads everything else.
         found = members_at(body, start, start, read)
         if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
@@ -293,6 +300,8 @@ class JsonCall:
             break
         rest = body[pos:]
         if not rest.strip(_JSON_SPACE) and (closed or results):  # a missing `]` after complete calls is tolerated
+            if not results and self.empty_list_is_no_call:
+                return results
             return results or [Rejection(INVALID_JSON, [f"the call list is empty: no call after {self.tag}"])]
         path = f"$[{len(results)}]" if listed else "$"
         if not complete:

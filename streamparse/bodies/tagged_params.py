@@ -101,6 +101,8 @@ class TaggedParams:
     # A parameter given twice keeps its last value (progressive mode then sends the arguments when
     # the call closes); otherwise it rejects the call.
     repeated_key_last_wins: bool = False
+    # What ends the call's head (named in the rejection of a head that does not end).
+    head_closer: str = ">"
 
     def scanner(self) -> XmlEnvelopeScanner:
         """A fresh scanner for one call body of this dialect."""
@@ -324,7 +326,8 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         if not envelope.complete:
             return cut
         shown = body[:40].split("\n")[0]
-        return [Rejection(INVALID_JSON, [f"malformed {dialect.call_tag} header: {shown!r} is not closed by '>'"])]
+        return [Rejection(INVALID_JSON, [f"malformed {dialect.call_tag} header: {shown!r} is not closed by "
+                                         f"{dialect.head_closer!r}"])]
     try:
         head, params = read if read is not None else _VISITOR.visit(grammar.parse(body))
     except ParseError as error:

@@ -34,6 +34,7 @@ class DelimiterSets:
         self.call_openers = Delimiters([] if exclude else openers)
         # What content searches: the call openers and the format's framing markers (dropped).
         self.framing = frozenset(keep(list(spec.framing)))
+        self.spaced_openers = frozenset(o for e in spec.envelopes if e.after_space for o in e.openers)
         self.in_content = Delimiters([*self.call_openers.strings, *self.framing])
         # Anchored envelopes (`FormatSpec.anchors`): the markers after which one may start, and the
         # characters that may start one anywhere in content, are searched in content too.

@@ -122,8 +122,15 @@ class StreamParser:
         self._plain_body = not self._progressive and self._max_call_chars is None and not require_special
         # Envelopes recognised by position and pattern (`FormatSpec.anchors`, `anchors.py`).
         self._anchored = Anchors(spec) if spec.anchors else None
+        if spec.reasoning_always_open:
+            self._forced = True
+            self._output.reasoning.deferred = spec.forced_reasoning_needs_closer
         if not spec.reasoning:  # a format without reasoning ignores thinking_forced_open
             self._forced = False
+        # Openers that count only after whitespace (`EnvelopeSpec.after_space`), and the character
+        # before the text being read (the last one of the previous chunk's, "" at the start).
+        self._spaced = full.spaced_openers
+        self._previous = ""
 
     # ----------------------------------------------------------------- public API
 
@@ -149,6 +156,8 @@ class StreamParser:
                 pos = self._envelope_result(envelope, text, 0, result)
                 if pos < len(text):
                     self._run(text[pos:])
+                elif self._spaced:
+                    self._note_previous(text)
                 return self._output.take()
             self._run(text)
             return self._output.take()
@@ -260,6 +269,14 @@ class StreamParser:
         end = len(text)
         while pos < end:
             pos = readers[self._mode](self, text, pos)
+        if self._spaced:
+            self._note_previous(text)
+
+    def _note_previous(self, text: str) -> None:
+        """Keep the character before what is held back: the one before the next text read."""
+        kept = len(self._carry)
+        if len(text) > kept:
+            self._previous = text[-kept - 1]
 
     def _hold(self, text: str, pos: int) -> int:
         """Keep `text[pos:]` until the next chunk shows what it is."""
@@ -338,29 +355,38 @@ class StreamParser:
             held = max(pos, delimiters.held_from(text))
             self._output.emit_text(region, text[pos:held])
             return self._hold(text, held)
-        self._output.emit_text(region, text[pos: match.start()])
-        found = match.group()
         at = match.start()
+        if delimiters.is_prefix(text, at):  # a longer delimiter may still start here (GigaChat's message end)
+            self._output.emit_text(region, text[pos:at])
+            return self._hold(text, at)
+        self._output.emit_text(region, text[pos:at])
+        found = match.group()
         if in_content:
             if found in self._sets.anchor_marks and self._anchored is not None:
                 return self._anchored.at_mark(self, text, found, at, match.end())
             if self._answer_open and found == self._answer_closer:
                 self._answer_open = False
+            elif found in self._spaced and not (text[at - 1] if at else self._previous or " ").isspace():
+                self._output.emit_text(region, found)  # not after whitespace: a word of the content
             elif found not in self._sets.framing:
-                self._open(found, _CONTENT, at)
+                return match.end() - self._open(found, _CONTENT, at)
         elif found in self._reasoning_closers:
             region.drop_pending()
             self._output.release(region)
             self._mode = _CONTENT
             self._answer_expected = bool(self._answer_opener)
         elif self._calls_end_reasoning:
-            # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus).
+            # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus). Reasoning
+            # that had to close to be reasoning (`forced_reasoning_needs_closer`) was the answer.
             region.drop_pending()
-            self._output.release(region)
+            if region.deferred:
+                self._output.hand_over(region, self._output.content)
+            else:
+                self._output.release(region)
             self._mode = _CONTENT
-            self._open(found, _CONTENT, at)
+            return match.end() - self._open(found, _CONTENT, at)
         else:
-            self._open(found, _REASONING, at)  # tool_calls_in_reasoning="extract"
+            return match.end() - self._open(found, _REASONING, at)  # tool_calls_in_reasoning="extract"
         return match.end()
 
     def _after_reasoning(self, region: Region, text: str, pos: int) -> int | None:
@@ -388,16 +414,20 @@ class StreamParser:
 
     # ----------------------------------------------------------------- wrappers and envelopes
 
-    def _open(self, opener: str, return_mode: str, at: int) -> None:
-        """Open the wrapper or envelope `opener` names; `at` is where it starts in `text`."""
+    def _open(self, opener: str, return_mode: str, at: int) -> int:
+        """Open the wrapper or envelope `opener` names; `at` is where it starts in `text`. Returns how
+        many of the opener's last characters are body, to be read again (`EnvelopeSpec.body_lead`)."""
         position = self._base + at
         wrapper = self._openers_to_wrapper.get(opener)
         if wrapper is not None:
             self._mode = _WRAPPER
             self._wrapper = OpenWrapper(wrapper, return_mode, position, raw=[opener])
             self._return_mode = return_mode
-            return
+            return 0
         envelope = self._openers_to_envelope[opener]
+        lead = envelope.body_lead
+        if lead:
+            opener = opener[:-lead]
         wrapped = self._mode == _WRAPPER
         if not wrapped:
             self._return_mode = return_mode
@@ -407,6 +437,7 @@ class StreamParser:
                                       body.streamer(self._tools, scanner) if self._progressive else None, wrapped,
                                       position)
         self._mode = _ENVELOPE
+        return lead
 
     def _in_wrapper(self, text: str, pos: int) -> int:
         wrapper = self._wrapper
@@ -447,7 +478,7 @@ class StreamParser:
             if not wrapper.calls:
                 self._reject_wrapper_text(["text inside the call block that is not a call"], INVALID_JSON,
                                           only_if_text=True)
-            self._open(found, self._return_mode, match.start())
+            return match.end() - self._open(found, self._return_mode, match.start())
         return match.end()
 
     def _wrapper_text(self, text: str) -> None:
@@ -605,6 +636,10 @@ class StreamParser:
                 hold_merged(wrapper.ws, carry)
         else:
             self._absorb = False
+            # A framing marker held because a longer delimiter could have started with it is framing.
+            marker = self._sets.in_content.starting(carry) if self._mode == _CONTENT else None
+            if marker is not None and marker in self._sets.framing:
+                carry = carry[len(marker):]
             self._output.emit_text(self._region_of(self._mode), carry)
 
     def _finish(self) -> None:

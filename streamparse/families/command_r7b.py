@@ -22,13 +22,22 @@ def render(message: Message) -> str:
     out = f"{THINK[0]}{message.reasoning}{THINK[1]}" if message.reasoning else ""
     if message.content:
         out += f"{RESPONSE[0]}{message.content}{RESPONSE[1]}"
-    if message.tool_calls:
-        items = ",\n".join(
-            "    " + json.dumps({"tool_call_id": call.id or str(i), "tool_name": call.name,
-                                 "parameters": call.arguments}, ensure_ascii=False)
-            for i, call in enumerate(message.tool_calls))
-        out += f"{OPENER}[\n{items}\n]{CLOSER}"
-    return out
+    return out + action(message)
+
+
+def action(message: Message) -> str:
+    """The message's calls as the Cohere templates lay out an action list (none: empty)."""
+    if not message.tool_calls:
+        return ""
+    items = ",\n".join(
+        "    " + json.dumps({"tool_call_id": call.id or str(i), "tool_name": call.name,
+                             "parameters": call.arguments}, ensure_ascii=False)
+        for i, call in enumerate(message.tool_calls))
+    return f"{OPENER}[\n{items}\n]{CLOSER}"
+
+
+BODY = JsonCall("command_r7b", closers=(CLOSER,), tag=OPENER, call_list=True, name_keys=("tool_name",),
+                id_keys=("tool_call_id",), numeric_ids=True)
 
 
 COMMAND_R7B = FormatSpec(
@@ -36,9 +45,7 @@ COMMAND_R7B = FormatSpec(
     aliases=(),
     reasoning=(THINK,),
     envelopes=(
-        EnvelopeSpec(openers=(OPENER,), body=JsonCall(
-            "command_r7b", closers=(CLOSER,), tag=OPENER, call_list=True, name_keys=("tool_name",),
-            id_keys=("tool_call_id",), numeric_ids=True)),
+        EnvelopeSpec(openers=(OPENER,), body=BODY),
     ),
     render=render,
     # All six markers are single tokens of the Command R7B vocabulary.

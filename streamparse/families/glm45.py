@@ -41,7 +41,8 @@ BODY = TaggedParams(
 )
 
 
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A value as the template writes it: a string raw, anything else JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
@@ -54,7 +55,7 @@ def render(message: Message) -> str:
     if message.content:
         out += "\n" + message.content
     for call in message.tool_calls:
-        args = "".join(f"{KEY_OPENER}{key}{KEY_CLOSER}\n{VALUE_OPENER}{_text(value)}{VALUE_CLOSER}\n"
+        args = "".join(f"{KEY_OPENER}{key}{KEY_CLOSER}\n{VALUE_OPENER}{value_text(value)}{VALUE_CLOSER}\n"
                        for key, value in call.arguments.items())
         out += f"\n{CALL_OPENER}{call.name}\n{args}{CALL_CLOSER}"
     return out
@@ -62,7 +63,7 @@ def render(message: Message) -> str:
 
 GLM45 = FormatSpec(
     name="glm45",
-    aliases=("glm46", "glm47"),
+    aliases=("glm46", "glm47", "ling3", "ring"),
     reasoning=(THINK,),
     envelopes=(EnvelopeSpec(openers=(CALL_OPENER,), body=BODY),),
     render=render,

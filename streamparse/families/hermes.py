@@ -6,7 +6,7 @@ import json
 
 from ..bodies.json_call import JsonCall
 from ..spec import EnvelopeSpec, FormatSpec, reasoning_block
-from ..types import Message
+from ..types import Message, ToolCall
 
 THINK = ("<think>", "</think>")
 OPENER, CLOSER = "<tool_call>", "</tool_call>"
@@ -16,14 +16,18 @@ def render(message: Message) -> str:
     """The message as a Hermes/Qwen model writes it."""
     out = reasoning_block(message) + message.content
     for call in message.tool_calls:
-        payload = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
-        out += ("\n" if out else "") + f"{OPENER}\n{payload}\n{CLOSER}"
+        out += ("\n" if out else "") + f"{OPENER}\n{call_object(call)}\n{CLOSER}"
     return out
+
+
+def call_object(call: ToolCall) -> str:
+    """A call as the JSON object `{"name", "arguments"}` Hermes-style templates write."""
+    return json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
 
 
 HERMES = FormatSpec(
     name="hermes",
-    aliases=("qwen2_5", "qwen3", "hermes2_pro", "granite4"),
+    aliases=("qwen2_5", "qwen3", "hermes2_pro", "granite4", "ernie45", "mimo_vl", "reka_edge"),
     reasoning=(THINK,),
     envelopes=(
         EnvelopeSpec(openers=(OPENER,), body=JsonCall("hermes", closers=(CLOSER,), tag=OPENER)),

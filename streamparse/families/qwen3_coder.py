@@ -47,7 +47,7 @@ def render(message: Message) -> str:
 
 QWEN3_CODER = FormatSpec(
     name="qwen3_coder",
-    aliases=("nemotron3",),
+    aliases=("nemotron3", "step3p5"),
     reasoning=(THINK,),
     envelopes=(
         EnvelopeSpec(

@@ -1,0 +1,41 @@
+"""Microsoft Phi-4-mini-instruct and Fireworks Firefunction v2: the plain word `functools` directly
+followed by a JSON list of `{"name", "arguments"}`, which ends where the list ends.
+
+`functools[` opens the list only at the start of the output or after whitespace; `functools`
+anywhere else is content; `functools[]` is no call; text after the list is content (FORMATS.md,
+third wave, Decision 19). No reasoning, no ids.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..bodies.json_call import JsonCall
+from ..spec import EnvelopeSpec, FormatSpec
+from ..types import Message
+
+OPENER = "functools["
+
+BODY = JsonCall("call_list", closers=(), tag="functools", end_at_value=True, call_list=True,
+                empty_list_is_no_call=True)
+
+
+def render(message: Message) -> str:
+    """The message as the model card (and Firefunction v2's template) writes it: ` functools[…]`."""
+    if not message.tool_calls:
+        return message.content
+    calls = [{"name": call.name, "arguments": call.arguments} for call in message.tool_calls]
+    return f"{message.content} functools{json.dumps(calls, ensure_ascii=False)}"
+
+
+PHI4_MINI = FormatSpec(
+    name="phi4_mini",
+    aliases=(),
+    reasoning=(),
+    # The `[` is the start of the list the body reads.
+    envelopes=(EnvelopeSpec(openers=(OPENER,), body=BODY, no_call_is_framing=True, after_space=True, body_lead=1),),
+    render=render,
+    # The Phi-4-mini template names no call marker: the format is named explicitly (Decision 24).
+)
+
+FORMATS = (PHI4_MINI,)
