@@ -378,10 +378,10 @@ class StreamParser:
         elif self._calls_end_reasoning:
             # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus). Reasoning
             # that had to close to be reasoning (`forced_reasoning_needs_closer`) was the answer.
-            region.drop_pending()
             if region.deferred:
                 self._output.hand_over(region, self._output.content)
             else:
+                region.drop_pending()
                 self._output.release(region)
             self._mode = _CONTENT
             return match.end() - self._open(found, _CONTENT, at)

@@ -80,7 +80,7 @@ class Output:
 
     def hand_over(self, region: Region, to: Region) -> None:
         """A deferred region's text belongs to the other region after all (sent from there)."""
-        text = "".join(region.parts)
+        text = "".join(region.parts) + "".join(region.pending_ws)  # its trailing whitespace waits on there
         region.parts.clear()
         region.drop_pending()
         region.deferred = False
