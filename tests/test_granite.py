@@ -153,3 +153,11 @@ def test_granite_4_is_hermes() -> None:
 @pytest.mark.parametrize("prompt", ["<|start_of_role|>assistant<|end_of_role|>", "…<|end_of_text|>\n"])
 def test_granite_prompts_never_leave_reasoning_open(prompt: str) -> None:
     assert not streamparse.thinking_forced_open(prompt, FMT)
+
+
+def test_a_list_invalid_before_the_output_ends_is_invalid_json_after_its_complete_calls() -> None:
+    text = '<|tool_call|>[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {bad}'
+    msg = agreeing(text, FMT, sizes=(1, 2, 5))
+    assert [c.name for c in msg.tool_calls] == ["f"] and [r.status for r in msg.rejected] == ["invalid_json"]
+    msg = agreeing(text[:-5], FMT, sizes=(1, 2, 5))  # ... "arguments": (a JSON prefix): cut off
+    assert [c.name for c in msg.tool_calls] == ["f"] and [r.status for r in msg.rejected] == ["truncated"]

@@ -202,3 +202,14 @@ def test_every_real_render() -> None:
         expected = case["expected"]
         assert message.content == (expected["content"] or "")
         assert calls(message) == [(c["name"], c["arguments"]) for c in expected["tool_calls"]]
+
+
+@pytest.mark.parametrize(("text", "status"), [
+    ('{"name": "get_weather", "parameters": {invalid json}', "invalid_json"),  # brackets never balance
+    ('{"name": "get_weather", "parameters": {"a": 1} x', "invalid_json"),
+    ('{"name": "get_weather", "parameters": {"a": 1', "truncated"),  # a JSON prefix: cut off
+])
+def test_json_invalid_before_the_output_ends_is_invalid_json_a_cut_prefix_is_truncated(text: str, status: str) -> None:
+    # FORMATS.md, llama3_json: "Invalid JSON after the {"name" prefix: rejected invalid_json"; "Cut off: truncated".
+    msg = agreeing(text, FMT, sizes=(1, 2, 5))
+    assert msg.tool_calls == [] and [(r.status, r.raw) for r in msg.rejected] == [(status, text)]

@@ -10,11 +10,10 @@ is prompt text: read as the reasoning's opener, dropped if the model repeats it.
 
 from __future__ import annotations
 
-import json
-
 from ..bodies.json_call import JsonCall
 from ..spec import EnvelopeSpec, FormatSpec
 from ..types import Message
+from .hermes import call_list
 
 PREFILL, BEGIN_FINAL, END_FINAL = "Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]", "[END FINAL RESPONSE]"
 OPENER, CLOSER = "<tool_calls>", "</tool_calls>"
@@ -25,8 +24,7 @@ def render(message: Message) -> str:
     out = f"{message.reasoning}\n{BEGIN_FINAL}\n" if message.reasoning else ""
     out += message.content
     if message.tool_calls:
-        calls = [{"name": call.name, "arguments": call.arguments} for call in message.tool_calls]
-        out += f"\n{OPENER}{json.dumps(calls, ensure_ascii=False)}{CLOSER}"
+        out += f"\n{OPENER}{call_list(message)}{CLOSER}"
     return out
 
 

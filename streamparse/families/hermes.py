@@ -25,6 +25,11 @@ def call_object(call: ToolCall) -> str:
     return json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
 
 
+def call_list(message: Message) -> str:
+    """The message's calls as one JSON list of `{"name", "arguments"}` objects (Apriel, Phi-4-mini, …)."""
+    return "[" + ", ".join(map(call_object, message.tool_calls)) + "]"
+
+
 HERMES = FormatSpec(
     name="hermes",
     aliases=("qwen2_5", "qwen3", "hermes2_pro", "granite4", "ernie45", "mimo_vl", "reka_edge"),

@@ -5,11 +5,10 @@ renders text only). No ids.
 
 from __future__ import annotations
 
-import json
-
 from ..bodies.json_call import JsonCall
 from ..spec import EnvelopeSpec, FormatSpec
 from ..types import Message
+from .hermes import call_list
 
 THINK = ("<think>", "</think>")
 ANSWER = ("<answer>", "</answer>")
@@ -25,8 +24,7 @@ def render(message: Message) -> str:
     else:
         out = message.content
     if message.tool_calls:
-        calls = [{"name": call.name, "arguments": call.arguments} for call in message.tool_calls]
-        out += f"{OPENER}{json.dumps(calls, ensure_ascii=False)}{CLOSER}"
+        out += f"{OPENER}{call_list(message)}{CLOSER}"
     return out
 
 

@@ -8,11 +8,10 @@ third wave, Decision 19). No reasoning, no ids.
 
 from __future__ import annotations
 
-import json
-
 from ..bodies.json_call import JsonCall
 from ..spec import EnvelopeSpec, FormatSpec
 from ..types import Message
+from .hermes import call_list
 
 OPENER = "functools["
 
@@ -24,8 +23,7 @@ def render(message: Message) -> str:
     """The message as the model card (and Firefunction v2's template) writes it: ` functools[…]`."""
     if not message.tool_calls:
         return message.content
-    calls = [{"name": call.name, "arguments": call.arguments} for call in message.tool_calls]
-    return f"{message.content} functools{json.dumps(calls, ensure_ascii=False)}"
+    return f"{message.content} functools{call_list(message)}"
 
 
 PHI4_MINI = FormatSpec(
