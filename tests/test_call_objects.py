@@ -14,7 +14,8 @@ MEMBERS = [("name", '"f"'), ("name", '"g"'), ("arguments", '{"a": 1, "s": "x}y"}
            ("arguments", '"{\\"c\\": 3}"'), ("id", '"abcdefghi"'), ("type", '"function"'),
            ("extra", '{"k": "</tool_call>"}'), ("arguments", "[1]")]
 # Each format's wire shape around one call object.
-WRAP = {"hermes": "<tool_call>\n{}\n</tool_call>", "mistral": "[TOOL_CALLS][{}]", "llama3_json": "<|python_tag|>{}"}
+WRAP = {"hermes": "<tool_call>\n{}\n</tool_call>", "mistral": "[TOOL_CALLS][{}]", "llama3_json": "<|python_tag|>{}",
+        "longcat": "<longcat_tool_call>\n{}\n</longcat_tool_call>", "gigachat3": "<|function_call|>{}"}
 TOOLS = [{"name": n, "parameters": {"type": "object"}} for n in ("f", "g")]
 
 
@@ -63,11 +64,15 @@ LIST_MEMBERS = {
                     ("arguments", '{"b": [2]}'), ("parameters", '"{\\"c\\": 3}"'), ("tool_call_id", '"0"'),
                     ("tool_call_id", "7"), ("tool_call_id", "null"), ("tool_call_id", '"0"'), ("name", '"h"'),
                     ("parameters", "[1]")],
+    "hunyuan_a13b": MEMBERS,
+    "apriel": MEMBERS,
     "apertus": [("f", '{"a": 1}'), ("g", '{"s": "}]"}'), ("f", '"{\\"c\\": 3}"'), ("g", "3"), ("f", "{}")],
 }
 LIST_WRAP = {"granite": ("<|tool_call|>", ""), "nemotron": ("<TOOLCALL>", "</TOOLCALL>"),
              "command_r7b": ("<|START_ACTION|>", "<|END_ACTION|>"), "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
-             "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>")}
+             "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"), "hunyuan_a13b": ("<tool_calls>", "</tool_calls>"),
+             "apriel": ("<tool_calls>", "</tool_calls>"), "cohere_command": ("<|START_ACTION|>", "<|END_ACTION|>")}
+LIST_MEMBERS["cohere_command"] = LIST_MEMBERS["command_r7b"]
 
 
 @st.composite

@@ -18,7 +18,8 @@ from streamparse.scanning import Decoded, JsonAwareScanner, whole_value
 # Formats whose envelope scanner skims a complete JSON value with the C decoder (`JsonAwareScanner`,
 # and Mistral's `json_reader.JsonValueScanner`).
 SKIMMING = ["hermes", "granite", "nemotron", "command_r7b", "apertus", "llama3_json", "gpt_oss",
-            "deepseek_r1", "deepseek_v3_1", "kimi_k2", "mistral"]
+            "deepseek_r1", "deepseek_v3_1", "kimi_k2", "mistral", "cohere_command", "longcat", "gigachat3", "apriel",
+            "hunyuan_a13b", "phi4_mini"]
 
 # A large arguments object: most of what a decoder reads is this text.
 ARGUMENTS = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7, "tags": ["a", "b"]}
