@@ -325,7 +325,7 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
     if read is None and grammar["call_head"].re.match(body) is None:
         if not envelope.complete:
             return cut
-        shown = body[:40].split("\n")[0]
+        shown = body.lstrip()[:40].split("\n")[0]
         return [Rejection(INVALID_JSON, [f"malformed {dialect.call_tag} header: {shown!r} is not closed by "
                                          f"{dialect.head_closer!r}"])]
     try:
