@@ -15,7 +15,8 @@ MEMBERS = [("name", '"f"'), ("name", '"g"'), ("arguments", '{"a": 1, "s": "x}y"}
            ("extra", '{"k": "</tool_call>"}'), ("arguments", "[1]")]
 # Each format's wire shape around one call object.
 WRAP = {"hermes": "<tool_call>\n{}\n</tool_call>", "mistral": "[TOOL_CALLS][{}]", "llama3_json": "<|python_tag|>{}",
-        "longcat": "<longcat_tool_call>\n{}\n</longcat_tool_call>", "gigachat3": "<|function_call|>{}"}
+        "longcat": "<longcat_tool_call>\n{}\n</longcat_tool_call>", "gigachat3": "<|function_call|>{}",
+        "minimax_m1": "<tool_calls>\n{}\n{}\n</tool_calls>"}
 TOOLS = [{"name": n, "parameters": {"type": "object"}} for n in ("f", "g")]
 
 

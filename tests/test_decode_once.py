@@ -19,7 +19,7 @@ from streamparse.scanning import Decoded, JsonAwareScanner, whole_value
 # and Mistral's `json_reader.JsonValueScanner`).
 SKIMMING = ["hermes", "granite", "nemotron", "command_r7b", "apertus", "llama3_json", "gpt_oss",
             "deepseek_r1", "deepseek_v3_1", "kimi_k2", "mistral", "cohere_command", "longcat", "gigachat3", "apriel",
-            "hunyuan_a13b", "phi4_mini"]
+            "hunyuan_a13b", "phi4_mini", "minimax_m1"]
 
 # A large arguments object: most of what a decoder reads is this text.
 ARGUMENTS = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7, "tags": ["a", "b"]}

@@ -197,6 +197,9 @@ class JsonCall:
     numeric_ids: bool = False  # a number under an id key is the id, as its JSON text
     named_by_key: bool = False  # a call object is {"NAME": {arguments}}: its one key names the tool
     empty_list_is_no_call: bool = False  # `[]` holds no call (no rejection); else it is `invalid_json`
+    # The body is call objects separated by whitespace, no brackets or commas (MiniMax M1), each read
+    # on its own: a broken one is `invalid_json`, its text running to the next `{` that starts a line.
+    separated: bool = False
 
     @property
     def value_reader(self) -> ValueReader:
@@ -220,6 +223,8 @@ class JsonCall:
             # Its brackets never balanced, but the JSON was invalid before the output ended: not a cut.
             envelope = replace(envelope, complete=True)
             complete = True
+        if self.separated:
+            return self._read_separated(body, complete, start, read)
         if self.call_list:
             return self._read_list(body, complete, start, read)
         # Fast path for the common case, one plain object; the grammar reads everything else.
@@ -249,6 +254,26 @@ class JsonCall:
         if self.named_by_key:
             return call_named_by_key(members)
         return call_of(members, self.id_keys, self.name_keys, self.argument_keys, self.numeric_ids)
+
+    def _read_separated(self, body: str, complete: bool, start: int, read: Read | None) -> list[CallResult]:
+        """Call objects one after another, whitespace between them. Cost: each object decoded once."""
+        results: list[CallResult] = []
+        pos = start
+        while pos < len(body):
+            found = members_at(body, pos, start, read) if body.startswith("{", pos) else None
+            if found is not None:
+                results.append(self.call(found[0]))
+                pos = _skip_space(body, found[1])
+                continue
+            restart = _NEXT_OBJECT.search(body, pos + 1)
+            end = restart.start() + 1 if restart is not None else len(body)
+            if restart is None and not complete:
+                results.append(Rejection(TRUNCATED, ["the output ended inside a call object"], raw=body[pos:]))
+            else:
+                results.append(Rejection(INVALID_JSON, [f"not a JSON call object: {_json_error(body, pos)}"],
+                                         raw=body[pos:end].rstrip(_JSON_SPACE)))
+            pos = _skip_space(body, end)
+        return results
 
     def _read_list(self, body: str, complete: bool, start: int, read: Read | None) -> list[CallResult]:
         """A list of call objects, one element at a time: each element is a call or a rejection on
@@ -324,6 +349,7 @@ class JsonCall:
 
 
 _SPACE_RUN = re.compile(r"[ \t\n\r]*")
+_NEXT_OBJECT = re.compile(r"\n[ \t\r]*\{")  # a `{` that starts a line: where a broken separated object ends
 
 
 def _skip_space(text: str, pos: int) -> int:
@@ -468,6 +494,8 @@ class JsonObjectCallStreamer:
                     self._base = 2 if self._listed else 1
                     if not self._listed:
                         self._call = _Call(0)
+                elif self._kind.separated and depth == 0 and self._call is None and char == "{":  # the next object
+                    self._call = _Call(self._k)
                 elif self._listed and depth == 1:  # an element of the list
                     if not self._element_expected:
                         self._done = True
@@ -500,6 +528,10 @@ class JsonObjectCallStreamer:
                         events.append(ArgumentsFragment(call.k, "".join(call.held_later)))
                     call.held_later = []
                 if self._base is not None and depth < (1 if self._listed else self._base):
+                    if self._kind.separated and depth == 0 and char == "}":  # another object may follow
+                        self._k += 1
+                        self._call = None
+                        continue
                     self._done = True
                     pos = at + 1
             elif char == "," and at_members:
