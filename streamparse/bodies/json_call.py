@@ -43,7 +43,7 @@ from parsimonious.nodes import Node, NodeVisitor
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
 from ..json_reader import broken_before_end
-from ..scanning import MEMBERS, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
+from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -224,7 +224,7 @@ class JsonCall:
             envelope = replace(envelope, complete=True)
             complete = True
         if self.separated:
-            return self._read_separated(body, complete, start, read)
+            return self._read_separated(body, complete, start, envelope.decoded)
         if self.call_list:
             return self._read_list(body, complete, start, read)
         # Fast path for the common case, one plain object; the grammar reads everything else.
@@ -255,12 +255,14 @@ class JsonCall:
             return call_named_by_key(members)
         return call_of(members, self.id_keys, self.name_keys, self.argument_keys, self.numeric_ids)
 
-    def _read_separated(self, body: str, complete: bool, start: int, read: Read | None) -> list[CallResult]:
-        """Call objects one after another, whitespace between them. Cost: each object decoded once."""
+    def _read_separated(self, body: str, complete: bool, start: int, decoded: Decoded | None) -> list[CallResult]:
+        """Call objects one after another, whitespace between them. Cost: each object is decoded here
+        once; the scanner's skim of the last one it skimmed whole is used for it instead (a scanner
+        keeps what it read of one top-level value)."""
         results: list[CallResult] = []
         pos = start
         while pos < len(body):
-            found = members_at(body, pos, start, read) if body.startswith("{", pos) else None
+            found = members_at(body, pos, pos, decoded_at(decoded, body, pos)) if body.startswith("{", pos) else None
             if found is not None:
                 results.append(self.call(found[0]))
                 pos = _skip_space(body, found[1])
