@@ -208,6 +208,8 @@ class WrapperSpec:
     # between markers is framing), and the wrapper stays open (Kimi K2's section). Otherwise text
     # before the first call is rejected `invalid_json` with the wrapper, and text after a call ends it.
     text_is_content: bool = False
+    # Markers dropped where they stand between calls inside the wrapper (Step 3's `<｜tool_sep｜>`).
+    framing: tuple[str, ...] = ()
 
 
 class MessageRoute(NamedTuple):
@@ -326,7 +328,7 @@ class FormatSpec:
         for envelope in self.envelopes:
             out += envelope.openers
         for wrapper in self.wrappers:
-            out += [*wrapper.openers, *wrapper.closers]
+            out += [*wrapper.openers, *wrapper.closers, *wrapper.framing]
         out += self.framing
         if self.messages is not None:
             out += self.messages.delimiters

@@ -47,6 +47,13 @@ def test_a_bare_invoke_is_a_call_and_a_cut_one_is_truncated() -> None:
     assert msg.tool_calls == [] and [r.status for r in msg.rejected] == ["truncated"]
 
 
+def test_a_tool_sep_between_calls_is_framing_other_text_in_the_block_is_content() -> None:
+    text = (BEGIN + INVOKE + "<｜tool_call_end｜><｜tool_sep｜>\n<｜tool_call_begin｜>" + INVOKE
+            + "<｜tool_call_end｜> note<｜tool_calls_end｜>")
+    msg = both_modes(text, tools=TOOLS)
+    assert [c.name for c in msg.tool_calls] == ["get_weather", "get_weather"] and msg.content == "note"
+
+
 def test_render_reads_back() -> None:
     message = streamparse.parse((FIXTURES / FMT / "reasoning_two_calls.txt").read_text(), FMT, tools=TOOLS)
     again = both_modes(streamparse.render(message, FMT), tools=TOOLS)

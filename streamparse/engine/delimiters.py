@@ -46,7 +46,8 @@ class DelimiterSets:
         answer = spec.framing_after_reasoning
         self.in_answer = Delimiters([*self.in_content.strings, *keep(answer[1:])]) if answer else self.in_content
         self.trailers = Delimiters(keep([c for w in spec.wrappers for c in w.closers]))
-        self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)))
+        self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)
+                                                + list(w.framing)))
                          for w in spec.wrappers}
         # Openers searched inside reasoning: every call opener when calls are extracted from it, else
         # those the format declares as ending unclosed reasoning (`FormatSpec.calls_end_reasoning`).

@@ -469,6 +469,10 @@ class StreamParser:
         if wrapper.spec.text_is_content:  # a marker ends a stretch of text (held whitespace is framing)
             wrapper.ws, wrapper.text_seen = [], False
         found = match.group()
+        if found in wrapper.spec.framing:  # between calls; before the first it is the block's text
+            if not wrapper.calls:
+                self._wrapper_text(found)
+            return match.end()
         if found in wrapper.spec.closers:
             if not wrapper.calls and not (wrapper.spec.empty_is_framing and not wrapper.holds_text):
                 self._keep_wrapper_raw(found)

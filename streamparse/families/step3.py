@@ -49,7 +49,9 @@ STEP3 = FormatSpec(
     reasoning=(THINK,),
     envelopes=(EnvelopeSpec(openers=(CALL_OPENER,), body=BODY), EnvelopeSpec(openers=(INVOKE_OPENER,), body=BARE)),
     # Whitespace in the block is framing, other text content (third wave, Decision 2).
-    wrappers=(WrapperSpec((BLOCK_OPENER,), (BLOCK_CLOSER,), empty_is_framing=True, text_is_content=True),),
+    # A `<｜tool_sep｜>` between calls (one vLLM fixture) is framing.
+    wrappers=(WrapperSpec((BLOCK_OPENER,), (BLOCK_CLOSER,), empty_is_framing=True, text_is_content=True,
+                          framing=(SEP,)),),
     render=render,
     reserved=(SEP, CALL_CLOSER, INVOKE_CLOSER, PARAM_OPENER, PARAM_CLOSER),
     untyped_values=True,
