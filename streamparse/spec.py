@@ -284,6 +284,9 @@ class FormatSpec:
     # Markers that are framing wherever they occur in content and are dropped (Command R7B's
     # `<|START_RESPONSE|>` / `<|END_RESPONSE|>`): content is the text around them, joined.
     framing: tuple[str, ...] = ()
+    # Markers that are framing only at the end of the output (after them only whitespace): GigaChat's
+    # stop token `<|message_sep|>`, left in by a server. Followed by other text they are content, verbatim.
+    trailing_framing: tuple[str, ...] = ()
     # The output is a sequence of headed messages whose headers route their bodies (gpt-oss harmony):
     # the engine reads it with its message readers (`engine/messages.py`) instead of the start reader.
     messages: MessageSpec | None = None
@@ -330,6 +333,7 @@ class FormatSpec:
         for wrapper in self.wrappers:
             out += [*wrapper.openers, *wrapper.closers, *wrapper.framing]
         out += self.framing
+        out += self.trailing_framing
         if self.messages is not None:
             out += self.messages.delimiters
         for anchor in self.anchors:

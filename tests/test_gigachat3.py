@@ -32,9 +32,10 @@ def test_text_after_the_object_is_content_and_a_trailing_message_sep_is_framing(
     assert (msg.content, named_calls(msg)) == ("Then more.", [("f", {})])
     msg = both_modes("Hello.<|message_sep|>\n\n")
     assert msg.content == "Hello." and msg.rejected == []
-    # The start of the call message's opener, cut off by the end, is its stop token, then text.
-    msg = both_modes("Hello.<|message_sep|>\n\nfunction call")
-    assert msg.content == "Hello.\n\nfunction call" and msg.tool_calls == []
+    # Anywhere else it is text: the start of the call message's opener cut off by the end, a lone token.
+    for text in ("Hello.<|message_sep|>\n\nfunction call", "a <|message_sep|> b", "<|message_sep|>\n\nX"):
+        msg = both_modes(text)
+        assert msg.content == text and msg.tool_calls == [] and msg.rejected == []
 
 
 def test_several_call_messages_are_several_calls_and_the_words_alone_are_content() -> None:

@@ -35,7 +35,8 @@ class DelimiterSets:
         # What content searches: the call openers and the format's framing markers (dropped).
         self.framing = frozenset(keep(list(spec.framing)))
         self.spaced_openers = frozenset(o for e in spec.envelopes if e.after_space for o in e.openers)
-        self.in_content = Delimiters([*self.call_openers.strings, *self.framing])
+        self.trailing_framing = frozenset(keep(list(spec.trailing_framing)))
+        self.in_content = Delimiters([*self.call_openers.strings, *self.framing, *self.trailing_framing])
         # Anchored envelopes (`FormatSpec.anchors`): the markers after which one may start, and the
         # characters that may start one anywhere in content, are searched in content too.
         self.anchor_marks = frozenset(keep([m for a in spec.anchors for m in a.after])

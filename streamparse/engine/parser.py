@@ -366,6 +366,8 @@ class StreamParser:
                 return self._anchored.at_mark(self, text, found, at, match.end())
             if self._answer_open and found == self._answer_closer:
                 self._answer_open = False
+            elif found in self._sets.trailing_framing:
+                region.hold(found)  # framing if only whitespace follows it to the end; else content
             elif found in self._spaced and not (text[at - 1] if at else self._previous or " ").isspace():
                 self._output.emit_text(region, found)  # not after whitespace: a word of the content
             elif found not in self._sets.framing:
@@ -642,7 +644,8 @@ class StreamParser:
             self._absorb = False
             # A framing marker held because a longer delimiter could have started with it is framing.
             marker = self._sets.in_content.starting(carry) if self._mode == _CONTENT else None
-            if marker is not None and marker in self._sets.framing:
+            if marker is not None and (marker in self._sets.framing
+                                       or (marker in self._sets.trailing_framing and not carry[len(marker):].strip())):
                 carry = carry[len(marker):]
             self._output.emit_text(self._region_of(self._mode), carry)
 

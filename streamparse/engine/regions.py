@@ -58,7 +58,7 @@ class Output:
         end = len(text.rstrip())
         if end:
             head = text[:end]
-            if region.started:
+            if region.started or region.pending_ws:  # (held before any text: a trailing-framing marker)
                 if region.pending_ws:
                     head = "".join(region.pending_ws) + head
                     region.drop_pending()
@@ -67,7 +67,7 @@ class Output:
             region.parts.append(head)
             if not region.deferred:
                 self.push(Delta(content=head) if region.kind == "content" else Delta(reasoning=head))
-        if end < len(text) and region.started:
+        if end < len(text) and (region.started or region.pending_ws):
             region.hold(text[end:])
 
     def release(self, region: Region) -> None:

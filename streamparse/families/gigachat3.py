@@ -3,7 +3,7 @@
 GigaChat 3 writes the call as the next message, role `function call`
 (`<|message_sep|>⏎⏎function call<|role_sep|>⏎{…}`); 3.1 writes `<|function_call|>{…}`. The envelope
 ends where the JSON object ends; text after it is content, and a trailing `<|message_sep|>` (the
-stop token) is framing (FORMATS.md, third wave, Decision 18). No reasoning, no ids.
+stop token) is framing (FORMATS.md, third wave, Decision 18); anywhere else it is text. No reasoning, no ids.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ GIGACHAT3 = FormatSpec(
     # (`function call`), so in token-aware mode only 3.1's calls are read.
     special=(FUNCTION_CALL,),
     detect=((ROLE_SEP, FUNCTION_CALL), (ROLE_SEP, "function call")),
-    framing=(MESSAGE_SEP,),
+    trailing_framing=(MESSAGE_SEP,),
 )
 
 FORMATS = (GIGACHAT3,)
