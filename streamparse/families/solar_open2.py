@@ -34,12 +34,11 @@ BODY = TaggedParams(
 def render(message: Message) -> str:
     """The message as vLLM's Solar Open 2 fixtures write it."""
     out = f"{THINK[0]}{message.reasoning}{THINK[1]}" if message.reasoning else ""
-    out += message.content
-    for call in message.tool_calls:
-        args = "".join(f"{ARG_OPENER}{key}{ARG_VALUE}{value_text(value)}{ARG_CLOSER}\n"
-                       for key, value in call.arguments.items())
-        out += f"{CALL_OPENER}{call.name}\n{args}{CALL_CLOSER}\n"
-    return out
+    calls = ["".join([f"{CALL_OPENER}{call.name}\n",
+                      *(f"{ARG_OPENER}{key}{ARG_VALUE}{value_text(value)}{ARG_CLOSER}\n"
+                        for key, value in call.arguments.items()), CALL_CLOSER])
+             for call in message.tool_calls]
+    return out + message.content + "\n".join(calls)
 
 
 SOLAR_OPEN2 = FormatSpec(
