@@ -75,8 +75,9 @@ class ParseBatch:
     """`parse_batch` as a callable class: options checked (and state built) once, then one call per batch.
 
     For Ray Data: `ds.map_batches(ParseBatch, fn_constructor_kwargs={"format": "hermes", "tools": tools},
-    concurrency=8)`. `prompt_column` names a column holding each row's rendered prompt, which decides
-    per row whether the output starts inside an open reasoning block (the `prompt` option)."""
+    compute=ray.data.ActorPoolStrategy(size=8))`. `prompt_column` names a column holding each row's
+    rendered prompt, which decides per row whether the output starts inside an open reasoning block
+    (the `prompt` option)."""
 
     def __init__(
         self,

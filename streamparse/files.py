@@ -84,6 +84,8 @@ def _jsonl_row(field: str, options: Options, numbered: tuple[int, bytes]) -> tup
     number, line = numbered
     try:
         record = json.loads(line)
+    except UnicodeDecodeError as error:
+        return False, f"line {number}: not UTF-8 text (byte {line[error.start]:#04x} at {error.start})", False
     except ValueError as error:
         return False, f"line {number}: not JSON ({error})", False
     if not isinstance(record, dict):
@@ -113,9 +115,22 @@ def _size(path: str) -> int | None:
         return None
 
 
+def _not_the_input(source: str, output: str | None) -> None:
+    """Writing the output over the input would truncate what is still to be read: a `UsageError`."""
+    if output is None or source == "-":
+        return
+    try:
+        same = os.path.samefile(source, output)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return
+    if same:
+        raise UsageError(f"--output {output} is the input file; write the results to another file")
+
+
 def parse_jsonl(opts: argparse.Namespace, out: TextIO) -> int:
     options = _checked_options(opts)
     workers = _workers(opts)
+    _not_the_input(opts.jsonl, opts.output)
     read = [0]
     progress = Progress(_size(opts.jsonl))
     rows = skipped = rejected = 0
@@ -188,9 +203,15 @@ def parse_parquet(opts: argparse.Namespace) -> int:
     names = reader.schema_arrow.names
     if opts.field not in names:
         raise UsageError(f"{opts.parquet} has no column {opts.field!r}; its columns are: {', '.join(names)}")
+    kind = reader.schema_arrow.field(opts.field).type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind)):
+        raise UsageError(f"the column {opts.field!r} of {opts.parquet} holds {kind}, not text; "
+                         "name the column with the outputs with --field")
     for taken in RESULT_COLUMNS:
         if taken in names:
             raise UsageError(f"{opts.parquet} already has a column {taken!r}; rename it first")
+    _not_the_input(opts.parquet, opts.output)
 
     batches: deque[Any] = deque()
 
@@ -207,7 +228,11 @@ def parse_parquet(opts: argparse.Namespace) -> int:
         schema = schema.append(pa.field(name, pa.string()))
     rows = rejected = 0
     parsed: list[tuple[str, str, str, str] | None] = []
-    with pq.ParquetWriter(opts.output, schema) as writer:
+    try:
+        writer = pq.ParquetWriter(opts.output, schema)
+    except (OSError, pa.ArrowException) as error:
+        raise UsageError(f"cannot write {opts.output}: {error}") from None
+    with writer:
         for row in results:
             parsed.append(row)
             if len(parsed) < batches[0].num_rows:

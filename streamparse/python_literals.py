@@ -12,8 +12,12 @@ are kept as written (an inner `'` ends it early, so the value is then not a lite
 double quotes keep their escapes.
 
 Cost: `value_end` looks at each character of the value once (one regex jump per quote, bracket
-or separator); `literal` is `ast.parse` of the value's text, linear in it (with raw single quotes,
-after one pass that rewrites each raw string as a Python literal of the same text).
+or separator). `literal` reads the common spellings itself in one pass (`_Reader`: strings without
+a backslash or a line break, decimal numbers, the six names, lists and string-keyed dicts without
+trailing commas, a bounded depth) and hands anything else to `ast.parse` of the value's text, linear
+in it (with raw single quotes, after one pass that rewrites each raw string as a Python literal of
+the same text). The reader accepts only what `ast` reads to the same value and rejects nothing
+itself, so values and rejections are `ast`'s by construction (a property test draws both).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import ast
 import math
 import re
 from typing import Any
+
+import jiter
 
 from .grammar import encodable
 
@@ -86,8 +92,135 @@ def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | Non
     return end if depth == 0 and text[pos:end].strip() else None
 
 
+class _Unsure(Exception):
+    """The fast reader leaves this text to `ast`."""
+
+
+_FAST_NAMES: dict[str, Any] = {"True": True, "False": False, "None": None, **_JSON_NAMES}
+_GAP = re.compile(r"[ \t\r\n]*")  # inside brackets, where `ast` lets a line break pass
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLAIN = {'"': re.compile(r'"([^"\\\r\n\x00]*)"'), "'": re.compile(r"'([^'\\\r\n\x00]*)'")}
+_RAW_PLAIN = re.compile("'([^'\x00]*)'")
+_ENDS = frozenset(",:]})")  # what may follow a value: never a letter, a quote, an operator
+_MAX_DEPTH = 40  # deeper than this goes to `ast`, which sets the bounds
+
+
+class _Reader:
+    """One left-to-right pass over the common spellings of a literal; `_Unsure` for anything else."""
+
+    def __init__(self, text: str, raw_single_quotes: bool) -> None:
+        self.text = text
+        self.single = _RAW_PLAIN if raw_single_quotes else _PLAIN["'"]
+
+    def value(self, pos: int, depth: int) -> tuple[Any, int]:
+        text = self.text
+        if pos >= len(text):
+            raise _Unsure
+        char = text[pos]
+        if char in "[{":
+            if depth >= _MAX_DEPTH:
+                raise _Unsure
+            return (self.list if char == "[" else self.dict)(pos + 1, depth + 1)
+        if char in "\"'":
+            match = (self.single if char == "'" else _PLAIN['"']).match(text, pos)
+            if match is None or text.startswith(char * 3, pos):  # a triple-quoted string is `ast`'s
+                raise _Unsure
+            value = match.group(1)
+            if not encodable(value):
+                raise _Unsure
+            return value, self.after(match.end())
+        match = _NUMBER.match(text, pos)
+        if match is not None:
+            end = self.after(match.end())
+            number = match.group()
+            if match.group(1) is None and match.group(2) is None:
+                if len(number) > 1000:  # the int limits of this Python are `ast`'s to apply
+                    raise _Unsure
+                return int(number), end
+            value = float(number)
+            if not math.isfinite(value):
+                raise _Unsure
+            return value, end
+        match = _WORD.match(text, pos)
+        if match is not None and match.group() in _FAST_NAMES:
+            return _FAST_NAMES[match.group()], self.after(match.end())
+        raise _Unsure
+
+    def after(self, pos: int) -> int:
+        """`pos` when what follows a value ends it (spaces skipped); `_Unsure` otherwise."""
+        pos = _GAP.match(self.text, pos).end()  # type: ignore[union-attr]
+        if pos < len(self.text) and self.text[pos] not in _ENDS:
+            raise _Unsure
+        return pos
+
+    def list(self, pos: int, depth: int) -> tuple[list[Any], int]:
+        text = self.text
+        items: list[Any] = []
+        pos = _GAP.match(text, pos).end()  # type: ignore[union-attr]
+        if text.startswith("]", pos):
+            return items, self.after(pos + 1)
+        while True:
+            item, pos = self.value(pos, depth)
+            items.append(item)
+            if text.startswith("]", pos):
+                return items, self.after(pos + 1)
+            if not text.startswith(",", pos):
+                raise _Unsure
+            pos = _GAP.match(text, pos + 1).end()  # type: ignore[union-attr]
+
+    def dict(self, pos: int, depth: int) -> tuple[dict[str, Any], int]:
+        text = self.text
+        out: dict[str, Any] = {}
+        pos = _GAP.match(text, pos).end()  # type: ignore[union-attr]
+        if text.startswith("}", pos):
+            return out, self.after(pos + 1)
+        while True:
+            if pos >= len(text) or text[pos] not in "\"'":
+                raise _Unsure
+            key, pos = self.value(pos, depth)
+            if not text.startswith(":", pos) or key in out:
+                raise _Unsure
+            out[key], pos = self.value(_GAP.match(text, pos + 1).end(), depth)  # type: ignore[union-attr]
+            if text.startswith("}", pos):
+                return out, self.after(pos + 1)
+            if not text.startswith(",", pos):
+                raise _Unsure
+            pos = _GAP.match(text, pos + 1).end()  # type: ignore[union-attr]
+
+
+# Where JSON and Python read the same text to different values: an escape (`\\/`, a surrogate pair),
+# or a number that may overflow to infinity (JSON readers give `inf`, a literal is refused).
+_JSON_DIFFERS = re.compile(r"\\|[0-9.][eE][+-]?[0-9]|[0-9]{300}")
+
+
+def _fast(text: str, raw_single_quotes: bool) -> Any:
+    """The value when `_Reader` reads all of `text` (stripped); `_Unsure` otherwise. A value spelled as
+    JSON without a backslash or an exponent (what models write most) is read by jiter at native speed:
+    there JSON and Python agree on every value, and a key written twice is an error to both."""
+    text = text.strip()
+    if text[:1] in "[{" and _JSON_DIFFERS.search(text) is None:
+        try:
+            return jiter.from_json(text.encode(), catch_duplicate_keys=True, allow_inf_nan=False)
+        except (ValueError, UnicodeEncodeError):
+            pass  # not JSON (single quotes, True, a set...) or a lone surrogate: read below
+    value, end = _Reader(text, raw_single_quotes).value(0, 0)
+    if end != len(text):
+        raise _Unsure
+    return value
+
+
 def literal(text: str, raw_single_quotes: bool = False) -> Any:
     """The value of a Python (or JSON-spelled) literal; `ValueError` when it is not one."""
+    try:
+        return _fast(text, raw_single_quotes)
+    except _Unsure:
+        pass
+    return _ast_literal(text, raw_single_quotes)
+
+
+def _ast_literal(text: str, raw_single_quotes: bool = False) -> Any:
+    """`literal` by `ast`: what the fast reader leaves, every rejection included."""
     if raw_single_quotes:
         text = _escaped(text)
     try:

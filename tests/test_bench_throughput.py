@@ -15,7 +15,7 @@ def test_the_quick_run_reports_every_format() -> None:
     out = io.StringIO()
     assert throughput.main(["--quick", "--no-ray", "--workers", "2"], out=out) == 0
     printed = out.getvalue()
-    assert "rows/s per core" in printed and "scaling" in printed
+    assert "rows/s (scaling against 1 worker)" in printed and "2 workers" in printed
     for fmt in FORMAT_NAMES:
         assert f"\n{fmt} " in printed
 

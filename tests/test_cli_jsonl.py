@@ -117,6 +117,51 @@ def test_misuse_exits_2(tmp_path: Path) -> None:
     assert run("parse", "--jsonl", str(tmp_path / "missing.jsonl")).returncode == 2
 
 
+def one_clear_line(done: subprocess.CompletedProcess[str], *wanted: str) -> None:
+    """Exit 2 with one line on stderr that says what is wrong, no traceback."""
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    for words in wanted:
+        assert words in done.stderr, done.stderr
+
+
+def test_careless_inputs_of_the_files_path_end_with_one_clear_line(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    numbers, texts = tmp_path / "numbers.parquet", tmp_path / "texts.parquet"
+    pq.write_table(pa.table({"text": [1, 2, 3], "completion": ["a", "b", "c"]}), numbers)
+    pq.write_table(pa.table({"text": ["<think>\nhm\n</think>\n\nhi"]}), texts)
+    empty, folder = tmp_path / "empty.parquet", tmp_path / "folder"
+    empty.write_bytes(b"")
+    folder.mkdir()
+    out = str(tmp_path / "out.parquet")
+    one_clear_line(run("parse", "--parquet", str(numbers), "-o", out), "'text'", "int64, not text", "--field")
+    one_clear_line(run("parse", "--parquet", str(numbers), "-o", out, "--field", "nope"), "no column 'nope'",
+                   "text, completion")
+    one_clear_line(run("parse", "--parquet", str(empty), "-o", out), "cannot read", "0 bytes")
+    one_clear_line(run("parse", "--parquet", str(folder), "-o", out), "cannot read", "directory")
+    one_clear_line(run("parse", "--parquet", str(texts), "-o", str(folder)), "cannot write", "directory")
+    before = texts.read_bytes()
+    one_clear_line(run("parse", "--parquet", str(texts), "-o", str(texts)), "is the input file")
+    assert texts.read_bytes() == before  # not truncated
+    assert run("parse", "--parquet", str(numbers), "-o", out, "--field", "completion").returncode == 0
+
+    source = write_jsonl(tmp_path / "in.jsonl", ROWS[:2])
+    before_text = source.read_text(encoding="utf-8")
+    one_clear_line(run("parse", "--jsonl", str(source), "-o", str(source)), "is the input file")
+    assert source.read_text(encoding="utf-8") == before_text
+    one_clear_line(run("parse", "--jsonl", str(folder)), "directory")
+    one_clear_line(run("parse", "--jsonl", str(source), "-o", str(folder)), "directory")
+    (tmp_path / "nothing.jsonl").write_bytes(b"")
+    assert run("parse", "--jsonl", str(tmp_path / "nothing.jsonl")).stdout == ""  # no lines: nothing to do
+
+    latin = tmp_path / "latin1.jsonl"
+    latin.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    done = run("parse", "--jsonl", str(latin))
+    assert done.returncode == LINES_SKIPPED and len(done.stdout.splitlines()) == 1
+    assert "line 2: not UTF-8 text (byte 0xe9 at 13); skipped" in done.stderr
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

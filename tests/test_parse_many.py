@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import pytest
@@ -9,7 +10,16 @@ from conftest import ids
 from corpus import case_rows, fixture_rows, groups
 
 import streamparse
-from streamparse.many import CHUNK_SIZE, iter_parse_many
+from streamparse.many import (
+    CHUNK_SIZE,
+    every_core,
+    iter_parse_many,
+    message_fields,
+    message_from_fields,
+    ordered_map,
+    parse_fields,
+)
+from streamparse.options import make_options
 
 ALL_ROWS = fixture_rows() + case_rows()
 GROUPS = groups(ALL_ROWS)
@@ -24,6 +34,39 @@ def test_every_row_is_exactly_its_parse(key: tuple[str, str, bool], workers: int
     got = streamparse.parse_many([r.text for r in rows], workers=workers, format=fmt, tools=tools,
                                  thinking_forced_open=forced, id_factory=ids)
     assert got == expected
+
+
+@pytest.mark.parametrize("key", list(GROUPS)[::7], ids=lambda key: f"{key[0]}-{key[2]}")
+def test_rows_sent_back_by_workers_in_small_chunks_are_exactly_their_parse(key: tuple[str, str, bool]) -> None:
+    rows = GROUPS[key] * 3
+    fmt, tools, forced = rows[0].format, rows[0].tools, rows[0].thinking_forced_open
+    options = make_options(fmt, tools, forced, {"id_factory": ids})
+    got = [message_from_fields(f) for f in ordered_map(parse_fields, [r.text for r in rows], options, 2, chunk_size=2)]
+    assert got == [streamparse.parse(r.text, fmt, tools=tools, thinking_forced_open=forced, id_factory=ids)
+                   for r in rows]
+
+
+def test_a_message_survives_its_plain_fields_with_types_and_key_order() -> None:
+    for row in fixture_rows():
+        message = streamparse.parse(row.text, row.format, tools=row.tools)
+        back = message_from_fields(message_fields(message))
+        assert back == message and [c.raw for c in back.tool_calls] == [c.raw for c in message.tool_calls]
+        assert [list(c.arguments) for c in back.tool_calls] == [list(c.arguments) for c in message.tool_calls]
+
+
+def _pid(options: object, item: object) -> int:
+    return os.getpid()
+
+
+def test_no_more_processes_than_cores_and_chunks_of_work() -> None:
+    options = streamparse.Options()
+    assert set(ordered_map(_pid, ["x"] * 3, options, 24)) == {os.getpid()}  # one chunk: this process
+    pids = set(ordered_map(_pid, ["x"] * 400, options, 24, chunk_size=4))
+    assert len(pids) <= every_core()
+    if every_core() > 1:  # two chunks of work: two workers, not this process
+        assert os.getpid() not in pids
+        assert len(set(ordered_map(_pid, iter(["x"] * 3), options, 24, chunk_size=2)) - {os.getpid()}) >= 1
+    assert streamparse.parse_many(["x"] * 3, workers=24) == [streamparse.parse("x")] * 3
 
 
 def test_order_is_kept_across_many_chunks_on_two_workers() -> None:

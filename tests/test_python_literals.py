@@ -1,0 +1,96 @@
+"""`python_literals.literal` reads the common spellings itself: the same values and the same rejections
+as `ast` (`_ast_literal`, what it falls back to), on drawn literals and on drawn near-literals."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from streamparse.python_literals import _ast_literal, literal
+
+# `ast` warns of an invalid escape (`'\s'`) in a drawn string while it reads it, in both readers alike.
+pytestmark = pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
+
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                    st.text(max_size=8))
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                       st.dictionaries(st.text(max_size=4), inner, max_size=4)),
+                      max_leaves=12)
+
+
+@st.composite
+def spelled(draw: st.DrawFn, value: Any) -> str:
+    """`value` written as a model might: either quote, JSON or Python names, spaces and line breaks."""
+    gap = draw(st.sampled_from(["", " ", "\n  ", "\t"]))
+    if isinstance(value, bool) or value is None:
+        return draw(st.sampled_from({True: ["True", "true"], False: ["False", "false"], None: ["None", "null"]}[value]))
+    if isinstance(value, int):
+        return draw(st.sampled_from([str(value), f"{value:_}", hex(value)]))
+    if isinstance(value, float):
+        return draw(st.sampled_from([repr(value), f"{value:e}", json.dumps(value)]))
+    if isinstance(value, str):
+        return draw(st.sampled_from([repr(value), json.dumps(value), json.dumps(value, ensure_ascii=False),
+                                     f"'{value}'", f'"{value}"']))
+    if isinstance(value, list):
+        items = [draw(spelled(item)) for item in value]
+        trailing = draw(st.sampled_from(["", ","])) if items else ""
+        open_, close = draw(st.sampled_from(["[]", "()"]))
+        return open_ + gap + ("," + gap).join(items) + trailing + gap + close
+    pairs = [f"{draw(spelled(key))}{draw(st.sampled_from([':', ': ', ' : ']))}{draw(spelled(item))}"
+             for key, item in value.items()]
+    return "{" + gap + ("," + gap).join(pairs) + gap + "}"
+
+
+def typed(value: Any) -> Any:
+    """The value with its types spelled out (True is not 1, -0.0 is not 0.0)."""
+    if isinstance(value, list):
+        return ["list", [typed(item) for item in value]]
+    if isinstance(value, dict):
+        return ["dict", [[key, typed(item)] for key, item in value.items()]]
+    if isinstance(value, float):
+        return ["float", value.hex() if math.isfinite(value) else repr(value)]
+    return [type(value).__name__, value]
+
+
+def outcome(read: Any, text: str, raw: bool) -> Any:
+    try:
+        return typed(read(text, raw))
+    except ValueError as error:
+        return ["rejected", str(error)]
+
+
+def agree(text: str, raw: bool) -> None:
+    assert outcome(literal, text, raw) == outcome(_ast_literal, text, raw), text
+
+
+@settings(max_examples=400, deadline=None)
+@given(VALUES.flatmap(spelled), st.booleans())
+def test_drawn_literals_read_as_ast_reads_them(text: str, raw: bool) -> None:
+    agree(text, raw)
+
+
+NEAR = st.text(alphabet=list("[]{}(),:'\"\\ \n\r\t-+.eE0123456789_xjTrueFalsNonlb#\x00\ud800é"), max_size=16)
+
+
+@settings(max_examples=600, deadline=None)
+@given(NEAR, st.booleans())
+@example("'a' 'b'", False)
+@example("'a\\nb'", True)
+@example('{"a": 1, "a": 2}', False)
+@example("[" * 60 + "]" * 60, False)
+@example("1e999", False)
+@example("01", False)
+@example("'''x'''", True)
+def test_near_literals_read_and_rejected_as_ast_does(text: str, raw: bool) -> None:
+    agree(text, raw)
+
+
+def test_the_common_spellings_are_read() -> None:
+    assert literal('{"city": "Paris", "days": [1, 2.5, -3e2], "ok": true, "n": None}') == {
+        "city": "Paris", "days": [1, 2.5, -300.0], "ok": True, "n": None}
+    assert literal("'C:\\dir\\n'", raw_single_quotes=True) == "C:\\dir\\n"  # LFM2.5: kept as written
