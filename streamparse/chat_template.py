@@ -108,15 +108,14 @@ class _Dict:
 
 # The environment transformers' `render_jinja_template` compiles with: the same options, extensions,
 # filters and globals, so every template it accepts compiles here.
-_GLOBALS: dict[str, Any] = {"raise_exception": _raise_exception, "strftime_now": _strftime_now,
-                            "dict": _Dict(), "namespace": _Namespace}
+_GLOBALS: dict[str, Any] = {"raise_exception": _raise_exception, "dict": _Dict(), "namespace": _Namespace}
 
 
 def _environment() -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[_Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = _tojson
-    env.globals.update(_GLOBALS)
+    env.globals.update(_GLOBALS, strftime_now=_strftime_now)
     return env
 
 
@@ -170,7 +169,8 @@ def _prepare_message(message: Mapping[str, Any], null_content: str, arguments: s
 
 
 # Variables every render has (so not kwargs a template reads from the request).
-_GIVEN = frozenset({"messages", "tools", "documents", "add_generation_prompt", *_GLOBALS, *_SPECIAL_TOKEN_KEYS})
+_GIVEN = frozenset({"messages", "tools", "documents", "add_generation_prompt", "strftime_now", *_GLOBALS,
+                    *_SPECIAL_TOKEN_KEYS})
 
 
 @dataclass(frozen=True)
