@@ -1,10 +1,13 @@
 """A model's chat template, rendered as Hugging Face `apply_chat_template` renders it.
 
 Loads a `.jinja` file, a `tokenizer_config.json` (or `chat_template.json`), or a model directory
-holding either; special tokens (`bos_token`, `eos_token`, ...) come from `tokenizer_config.json`
-when there is one. Rendering uses a sandboxed jinja2 environment with HF's conventions:
-`trim_blocks`, `lstrip_blocks`, the loopcontrols extension, a `tojson` that neither HTML-escapes
-nor reorders keys, `raise_exception` and `strftime_now`. Needs the `server` extra (jinja2).
+holding either; special tokens (`bos_token`, `eos_token`, ...) come from `tokenizer_config.json` and
+`special_tokens_map.json` beside it (a bare `.jinja` with neither renders them empty unless the
+caller gives them: `streamparse serve/render --special-token bos_token=<s>`). Rendering uses
+transformers' sandboxed jinja2 environment: `trim_blocks`, `lstrip_blocks`, the loopcontrols and
+`{% generation %}` extensions, a `tojson` that neither HTML-escapes nor reorders keys,
+`raise_exception`, `strftime_now`, `dict` and `namespace`. `ChatTemplate.capabilities` says what the
+template renders; docs/server.md says what is done with a request it cannot. Needs the `server` extra.
 """
 
 from __future__ import annotations
@@ -468,9 +471,14 @@ def load_chat_template(path: str | os.PathLike[str]) -> ChatTemplate:
     Raises `OSError` when nothing can be read, `ValueError` when what is there holds no template."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
-    config_file = folder / "tokenizer_config.json"
-    config = _read_json(config_file) if config_file.is_file() else {}
-    tokens = {key: text for key in _SPECIAL_TOKEN_KEYS if (text := _token_text(config.get(key))) is not None}
+    tokens: dict[str, str] = {}
+    # special_tokens_map.json first, tokenizer_config.json over it (transformers reads both; the
+    # config's own values win). tokenizer.json names no roles (which token is bos), so it adds none.
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        if (folder / name).is_file():
+            config = _read_json(folder / name)
+            tokens.update({key: text for key in _SPECIAL_TOKEN_KEYS
+                           if (text := _token_text(config.get(key))) is not None})
     source: str | tuple[tuple[str, str], ...] | None
     if path.is_dir():
         for candidate in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json"):
