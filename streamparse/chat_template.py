@@ -1,10 +1,13 @@
 """A model's chat template, rendered as Hugging Face `apply_chat_template` renders it.
 
 Loads a `.jinja` file, a `tokenizer_config.json` (or `chat_template.json`), or a model directory
-holding either; special tokens (`bos_token`, `eos_token`, ...) come from `tokenizer_config.json`
-when there is one. Rendering uses a sandboxed jinja2 environment with HF's conventions:
-`trim_blocks`, `lstrip_blocks`, the loopcontrols extension, a `tojson` that neither HTML-escapes
-nor reorders keys, `raise_exception` and `strftime_now`. Needs the `server` extra (jinja2).
+holding either; special tokens (`bos_token`, `eos_token`, ...) come from `tokenizer_config.json` and
+`special_tokens_map.json` beside it (a bare `.jinja` with neither renders them empty unless the
+caller gives them: `streamparse serve/render --special-token bos_token=<s>`). Rendering uses
+transformers' sandboxed jinja2 environment: `trim_blocks`, `lstrip_blocks`, the loopcontrols and
+`{% generation %}` extensions, a `tojson` that neither HTML-escapes nor reorders keys,
+`raise_exception`, `strftime_now`, `dict` and `namespace`. `ChatTemplate.capabilities` says what the
+template renders; docs/server.md says what is done with a request it cannot. Needs the `server` extra.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import contextlib
 import copy
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -22,9 +25,13 @@ from typing import Any
 
 import jinja2
 import jinja2.ext
+import jinja2.meta
+import jinja2.nodes
+import jinja2.parser
+import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ["ChatTemplate", "TemplateRenderError", "load_chat_template"]
+__all__ = ["Capabilities", "CapabilityError", "ChatTemplate", "TemplateRenderError", "load_chat_template"]
 
 # The tokenizer attributes HF passes to every template render.
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
@@ -32,6 +39,15 @@ _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_
 
 class TemplateRenderError(ValueError):
     """The template refused the request (its `raise_exception`) or failed on it: the client's input is at fault."""
+
+
+class CapabilityError(TemplateRenderError):
+    """The request uses something the template cannot render (`capability` names it, as in `Capabilities`);
+    rendering without it would silently drop part of the request."""
+
+    def __init__(self, capability: str, message: str) -> None:
+        super().__init__(message)
+        self.capability = capability
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
@@ -48,11 +64,61 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+class _Generation(jinja2.ext.Extension):
+    """`{% generation %}...{% endgeneration %}`: transformers marks the assistant's tokens with it
+    (for training masks); rendering a prompt prints the body unchanged."""
+
+    tags = {"generation"}  # noqa: RUF012 (jinja reads it from the class)
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller: Callable[[], str]) -> str:
+        return caller()
+
+
+class _Namespace(jinja2.utils.Namespace):
+    """transformers' namespace: no underscore-prefixed attributes (they reach CPython internals)."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:  # jinja's own signature trick: `self` may be a key
+        self, rest = args[0], args[1:]
+        attrs = dict(*rest, **kwargs)
+        for name in attrs:
+            _Namespace._check(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _Namespace._check(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check(name: Any) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(f"a chat template cannot store {name!r} on a namespace")
+
+
+class _Dict:
+    """transformers' `dict` global: calling it and `dict.fromkeys`, nothing else of the type."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict.fromkeys(*args, **kwargs)
+
+
+# The environment transformers' `render_jinja_template` compiles with: the same options, extensions,
+# filters and globals, so every template it accepts compiles here.
+_GLOBALS: dict[str, Any] = {"raise_exception": _raise_exception, "dict": _Dict(), "namespace": _Namespace}
+
+
 def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[_Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
+    env.globals.update(_GLOBALS, strftime_now=_strftime_now)
     return env
 
 
@@ -65,23 +131,113 @@ def _token_text(value: Any) -> str | None:
     return None
 
 
-def _for_template(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as templates expect them (as vLLM prepares them): text parts joined into one string,
-    tool-call arguments given as JSON text parsed into objects."""
-    prepared = []
-    for message in messages:
-        item = copy.deepcopy(dict(message))
-        content = item.get("content")
-        if isinstance(content, list):
-            item["content"] = "".join(
-                part.get("text", "") for part in content if isinstance(part, Mapping) and part.get("type") == "text")
-        for call in item.get("tool_calls") or []:
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict) and isinstance(function.get("arguments"), str):
-                with contextlib.suppress(ValueError):  # not JSON: left as text for the template
-                    function["arguments"] = json.loads(function["arguments"])
-        prepared.append(item)
-    return prepared
+# The names a message's reasoning comes under; transformers fills `reasoning_content` (what most
+# templates read) and `thinking` (gpt-oss) from whichever is given first, in this order.
+_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+def _text_of(content: list[Any]) -> str:
+    return "".join(str(part.get("text", "")) for part in content
+                   if isinstance(part, Mapping) and part.get("type") in ("text", "input_text", "output_text"))
+
+
+def _prepare_message(message: Mapping[str, Any], null_content: str, arguments: str) -> dict[str, Any]:
+    """One OpenAI message as the template is given it. Each step is one a valid request needs:
+    - keys whose value is null are dropped, as `apply_chat_template` drops them (a template tests
+      `'content' in message` or `message.content is defined`, and would print `None`); an assistant
+      tool-call turn's `content: null` becomes `""` instead for a template that cannot render it missing
+      (`null_content="empty"`, found by `Capabilities`);
+    - a content part list becomes its text parts joined, as transformers' server gives text models;
+    - tool-call `arguments`, JSON text in the API, become the object templates iterate (`|items`) or
+      print with `tojson`, as transformers' server and vLLM do (text that is not JSON stays text); a
+      template that concatenates them as text (DeepSeek R1/V3, functionary: `arguments="text"`) gets the
+      text as sent;
+    - the reasoning aliases transformers applies: `reasoning_content` and `thinking` from whichever of
+      `reasoning_content`, `thinking`, `reasoning` is given."""
+    item = {key: copy.deepcopy(value) for key, value in message.items() if value is not None}
+    if "content" not in item and null_content == "empty":
+        item["content"] = ""
+    if isinstance(item.get("content"), list):
+        item["content"] = _text_of(item["content"])
+    calls = item.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if arguments == "object" and isinstance(function, dict) and isinstance(function.get("arguments"), str):
+            with contextlib.suppress(ValueError):
+                function["arguments"] = json.loads(function["arguments"])
+    reasoning = next((item[key] for key in _REASONING_FIELDS if item.get(key) is not None), None)
+    if reasoning is not None:
+        item = {"thinking": reasoning, **item, "reasoning_content": reasoning}
+    return item
+
+
+# Variables every render has (so not kwargs a template reads from the request).
+_GIVEN = frozenset({"messages", "tools", "documents", "add_generation_prompt", "strftime_now", *_GLOBALS,
+                    *_SPECIAL_TOKEN_KEYS})
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a template renders, found by rendering probe conversations (as llama.cpp's `caps` are).
+
+    Each flag says the probe's marker text reached the prompt: `system_role` (a leading system
+    message), `later_system` (a system message after the first turn), `tools` (the tool list),
+    `tool_calls`, `parallel_tool_calls` (both of two calls), `tool_call_ids`, `tool_results`,
+    `reasoning` (an earlier assistant turn's reasoning, in the turn of a tool call or before a later
+    user message), `typed_content` (content given as a part list, as the template receives it raw).
+    `null_content` is how an assistant turn's `content: null` is given: `"absent"` (the key dropped, as
+    transformers does) or `"empty"` (`""`, for a template that fails without it). `arguments` is how
+    tool-call arguments are given: `"object"` (parsed from the JSON text) or `"text"` (as sent, for a
+    template that fails on an object). `kwargs` are the
+    variables the template reads that a request may set (`enable_thinking`, `reasoning_effort`, ...)."""
+
+    system_role: bool
+    later_system: bool
+    tools: bool
+    tool_calls: bool
+    parallel_tool_calls: bool
+    tool_call_ids: bool
+    tool_results: bool
+    reasoning: bool
+    typed_content: bool
+    null_content: str
+    arguments: str
+    kwargs: frozenset[str]
+
+    def summary(self) -> str:
+        """One line naming what the template renders and what it does not."""
+        flags = [name for name in _FLAGS if getattr(self, name)]
+        missing = [name for name in _FLAGS if not getattr(self, name)]
+        return (f"renders: {', '.join(flags) or 'nothing probed'}; not: {', '.join(missing) or '-'}; "
+                f"content null as {self.null_content}; arguments as {self.arguments}; "
+                f"kwargs: {', '.join(sorted(self.kwargs)) or '-'}")
+
+
+_FLAGS = ("system_role", "later_system", "tools", "tool_calls", "parallel_tool_calls", "tool_call_ids",
+          "tool_results", "reasoning", "typed_content")
+
+# The tool list, in a system message, for a template that never prints tools: llama.cpp's polyfill
+# (minja `polyfill_tools`: this sentence and the list as indented JSON, added to the system message).
+_TOOLS_PREAMBLE = "You can call any of the following tools to satisfy the user's requests: "
+
+
+def _probe_tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": f"{name} probe",
+                                             "parameters": {"type": "object",
+                                                            "properties": {"q": {"type": "string"}}}}}
+
+
+def _probe_call(name: str, call_id: str, value: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps({"q": value})}}
+
+
+def _agent_probe(calls: list[dict[str, Any]], reasoning: str | None = None) -> list[dict[str, Any]]:
+    turn: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+    if reasoning is not None:
+        turn["reasoning_content"] = reasoning
+    results = [{"role": "tool", "tool_call_id": call["id"], "content": f"result{index}zq"}
+               for index, call in enumerate(calls)]
+    return [{"role": "user", "content": "askzq"}, turn, *results]
 
 
 @dataclass(frozen=True)
@@ -112,23 +268,177 @@ class ChatTemplate:
         ordered = sorted(self.source, key=lambda item: item[0] != "tool_use")
         return "\n".join(text for _, text in ordered)
 
+    def _template(self, tools: object) -> jinja2.Template:
+        templates = self._compiled
+        return templates.get("tool_use" if tools and "tool_use" in templates else "default") \
+            or next(iter(templates.values()))
+
+    def _render_prepared(self, variables: Mapping[str, Any]) -> str:
+        """Render prepared template variables (`prepare`'s): every failure is a `TemplateRenderError`."""
+        try:
+            return self._template(variables.get("tools")).render(**variables)
+        except jinja2.TemplateError as error:
+            raise TemplateRenderError(str(error)) from None
+        except RecursionError:  # e.g. the Hermes templates' schema macro on a `["string", "null"]` type
+            raise TemplateRenderError("the chat template cannot render these tool schemas (it recurses "
+                                      "without end on them; transformers fails the same way)") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
+            raise TemplateRenderError(f"the chat template failed on these messages: {error}") from None
+
+    def _variables(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None,
+                   add_generation_prompt: bool, kwargs: Mapping[str, Any], null_content: str,
+                   arguments: str) -> dict[str, Any]:
+        variables: dict[str, Any] = {**self.special_tokens, **copy.deepcopy(dict(kwargs))}
+        variables.update(messages=[_prepare_message(m, null_content, arguments) for m in messages],
+                         tools=copy.deepcopy(list(tools)) if tools else None,
+                         add_generation_prompt=add_generation_prompt)
+        return variables
+
+    def _probe(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+               null_content: str = "absent", arguments: str = "object") -> str:
+        """The probe rendered without tools, or (for a template that needs them) with them; "" if neither."""
+        for offered in (None, tools):
+            try:
+                return self._render_prepared(self._variables(messages, offered, True, {}, null_content, arguments))
+            except TemplateRenderError:
+                continue
+        return ""
+
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        """What this template renders (see `Capabilities`), found once by rendering probes."""
+        self._compiled  # noqa: B018 (a template that does not compile fails here, not as "renders nothing")
+        user = {"role": "user", "content": "askzq"}
+        # Call ids of 9 letters and digits: the Mistral templates refuse any other.
+        one = [_probe_call("alphazq", "zqcallid1", "argzq1")]
+        two = [*one, _probe_call("betazq", "zqcallid2", "argzq2")]
+        tools = [_probe_tool("alphazq"), _probe_tool("betazq")]
+        null_content, arguments, agent = "absent", "object", ""
+        for null_content, arguments in (("absent", "object"), ("empty", "object"), ("absent", "text"),
+                                        ("empty", "text")):
+            agent = self._probe(_agent_probe(one), tools, null_content, arguments)
+            if "alphazq" in agent:
+                break
+        else:
+            null_content, arguments = "absent", "object"
+        parallel = self._probe(_agent_probe(two), tools, null_content, arguments)
+        reasoning = (self._probe(_agent_probe(one, "reasonzq"), tools, null_content, arguments)
+                     + self._probe([user, {"role": "assistant", "content": "answerzq", "reasoning_content": "reasonzq"},
+                                    {"role": "user", "content": "againzq"}], tools))
+        typed = self._render_raw([{"role": "user", "content": [{"type": "text", "text": "typedzq"}]}])
+        later = self._probe([user, {"role": "assistant", "content": "answerzq"},
+                             {"role": "system", "content": "laterzq"}, {"role": "user", "content": "againzq"}], tools)
+        return Capabilities(
+            system_role="systemzq" in self._probe([{"role": "system", "content": "systemzq"}, user], tools),
+            later_system="laterzq" in later,
+            tools="alphazq" in self._render_tools([user], tools),
+            tool_calls="argzq1" in agent or "alphazq" in agent,
+            parallel_tool_calls="alphazq" in parallel and "betazq" in parallel,
+            tool_call_ids="zqcallid1" in agent,
+            tool_results="result0zq" in agent,
+            reasoning="reasonzq" in reasoning,
+            typed_content="typedzq" in typed,
+            null_content=null_content,
+            arguments=arguments,
+            kwargs=self._kwargs_read())
+
+    def _render_tools(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        try:
+            return self._render_prepared(self._variables(messages, tools, True, {}, "absent", "object"))
+        except TemplateRenderError:
+            return ""
+
+    def _render_raw(self, messages: list[dict[str, Any]]) -> str:
+        try:
+            return self._template(None).render(messages=messages, tools=None, add_generation_prompt=True,
+                                               **self.special_tokens)
+        except Exception:  # a probe: whatever the template did with raw parts, it did not render them
+            return ""
+
+    def _kwargs_read(self) -> frozenset[str]:
+        env = _environment()
+        named = self.source if isinstance(self.source, tuple) else (("default", self.source),)
+        read: set[str] = set()
+        for _, text in named:
+            tree = env.parse(text)
+            # A name the template sets itself is a kwarg only when it is first tested `is defined`
+            # (Llama's `date_string`); otherwise it is a loop or macro variable jinja counts as free.
+            stored = {node.name for node in tree.find_all(jinja2.nodes.Name) if node.ctx in ("store", "param")}
+            tested = {node.node.name for node in tree.find_all(jinja2.nodes.Test)
+                      if node.name in ("defined", "undefined") and isinstance(node.node, jinja2.nodes.Name)}
+            read |= {name for name in jinja2.meta.find_undeclared_variables(tree)
+                     if name not in stored or name in tested}
+        return frozenset(read - _GIVEN)
+
+    def prepare(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+                add_generation_prompt: bool = True, **kwargs: Any) -> dict[str, Any]:
+        """The template variables for a request: its messages prepared (see `_prepare_message`), the
+        special tokens, `kwargs`, and the workarounds for what the template cannot render (see
+        docs/server.md). Raises `CapabilityError` for what it cannot render and has no workaround for."""
+        caps = self.capabilities
+        messages = list(messages)
+        roles = [m.get("role") for m in messages]
+        if "system" in roles[1:] and not caps.later_system and any(
+                role != "system" for role in roles[:max(i for i, r in enumerate(roles) if r == "system")]):
+            raise CapabilityError("later_system", "this chat template does not render a system message after "
+                                                  "the first turn; put the system text in the first message")
+        if any(m.get("tool_calls") for m in messages):
+            if not caps.tool_calls:
+                raise CapabilityError("tool_calls", "this chat template does not render assistant tool calls")
+            if not caps.parallel_tool_calls and any(
+                    isinstance(m.get("tool_calls"), list) and len(m["tool_calls"]) > 1 for m in messages):
+                raise CapabilityError("parallel_tool_calls", "this chat template renders only one tool call "
+                                                             "per assistant turn; send one call per turn")
+        if "tool" in roles and not caps.tool_results:
+            raise CapabilityError("tool_results", "this chat template does not render tool results")
+        if tools and not caps.tools:
+            messages = _with_system(messages, _TOOLS_PREAMBLE + json.dumps(list(tools), indent=2, ensure_ascii=False))
+            tools = None
+        if "system" in roles and not caps.system_role:
+            messages = _system_into_user(messages)
+        return self._variables(messages, tools, add_generation_prompt, kwargs, caps.null_content, caps.arguments)
+
     def render(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
                add_generation_prompt: bool = True, **kwargs: Any) -> str:
         """The prompt text, as `tokenizer.apply_chat_template(..., tokenize=False)` gives it.
         `kwargs` are extra template variables (`enable_thinking`, `reasoning_effort`, ...).
-        Raises `TemplateRenderError` when the template rejects or cannot render the messages."""
-        templates = self._compiled
-        name = "tool_use" if tools and "tool_use" in templates else "default"
-        template = templates.get(name) or next(iter(templates.values()))
-        variables: dict[str, Any] = {**self.special_tokens, **kwargs}
-        variables.update(messages=_for_template(messages), tools=copy.deepcopy(list(tools)) if tools else None,
-                         add_generation_prompt=add_generation_prompt)
-        try:
-            return template.render(**variables)
-        except jinja2.TemplateError as error:
-            raise TemplateRenderError(str(error)) from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
-            raise TemplateRenderError(f"the chat template failed on these messages: {error}") from None
+        Raises `TemplateRenderError` when the template rejects or cannot render the messages
+        (`CapabilityError` when it lacks a capability the request needs)."""
+        return self._render_prepared(self.prepare(messages, tools, add_generation_prompt, **kwargs))
+
+
+def _content_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    return _text_of(content) if isinstance(content, list) else str(content or "")
+
+
+def _with_system(messages: list[Mapping[str, Any]], text: str) -> list[Mapping[str, Any]]:
+    """`text` added to the leading system message (after a blank line), or as one (llama.cpp's `add_system`)."""
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        return [{**first, "content": f"{_content_text(first)}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def _system_into_user(messages: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """For a template with no system role: system text goes before the next user message's, one line
+    apart (llama.cpp's `polyfill_system_role`); with no user message after it, as a user message."""
+    result: list[Mapping[str, Any]] = []
+    pending: list[str] = []
+    for message in messages:
+        if message.get("role") == "system":
+            pending.append(_content_text(message))
+            continue
+        if pending and message.get("role") == "user":
+            result.append({**message, "content": "\n".join([*pending, _content_text(message)])})
+        else:
+            if pending:
+                result.append({"role": "user", "content": "\n".join(pending)})
+            result.append(message)
+        pending = []
+    if pending:
+        result.append({"role": "user", "content": "\n".join(pending)})
+    return result
 
 
 def _from_config(config: Mapping[str, Any], origin: str) -> str | tuple[tuple[str, str], ...] | None:
@@ -161,9 +471,14 @@ def load_chat_template(path: str | os.PathLike[str]) -> ChatTemplate:
     Raises `OSError` when nothing can be read, `ValueError` when what is there holds no template."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
-    config_file = folder / "tokenizer_config.json"
-    config = _read_json(config_file) if config_file.is_file() else {}
-    tokens = {key: text for key in _SPECIAL_TOKEN_KEYS if (text := _token_text(config.get(key))) is not None}
+    tokens: dict[str, str] = {}
+    # special_tokens_map.json first, tokenizer_config.json over it (transformers reads both; the
+    # config's own values win). tokenizer.json names no roles (which token is bos), so it adds none.
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        if (folder / name).is_file():
+            config = _read_json(folder / name)
+            tokens.update({key: text for key in _SPECIAL_TOKEN_KEYS
+                           if (text := _token_text(config.get(key))) is not None})
     source: str | tuple[tuple[str, str], ...] | None
     if path.is_dir():
         for candidate in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json"):

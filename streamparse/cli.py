@@ -225,16 +225,12 @@ def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
 def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     """Run the OpenAI-compatible proxy (the `server` extra) until interrupted."""
     try:
-        from .chat_template import load_chat_template
         from .server import ServerConfig, serve
     except ImportError as error:
         raise UsageError(f"serve needs the server extra (pip install 'streamparse[server]'): {error}") from None
     if opts.prompt is not None:
         raise UsageError("serve renders each request's prompt itself; --prompt does not apply")
-    try:
-        template = load_chat_template(opts.chat_template)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"cannot load --chat-template {opts.chat_template}: {error}") from None
+    template = _load_template(opts)
     if opts.format is None:
         opts.format = detect_format(template.text)
         if opts.format is None:
@@ -247,9 +243,85 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     model = opts.model or (path.name if path.is_dir() else path.parent.name if generic else path.stem)
     print(f"streamparse serve: {opts.format} format, model {model!r}, upstream {opts.upstream}, "
           f"on http://{opts.host}:{opts.port}/v1", file=sys.stderr, flush=True)
+    print(f"streamparse serve: the template {template.capabilities.summary()}", file=sys.stderr, flush=True)
     config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout)
     serve(config, opts.host, opts.port, opts.log_level)
     return 0
+
+
+def _load_template(opts: argparse.Namespace) -> Any:
+    """The --chat-template, with --special-token values added, compiled and probed: any failure is one line."""
+    from dataclasses import replace
+
+    from .chat_template import load_chat_template
+
+    extra = {}
+    for item in opts.special_token or ():
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--special-token takes NAME=TEXT (e.g. bos_token=<s>), not {item!r}")
+        extra[name] = text
+    try:
+        template = load_chat_template(opts.chat_template)
+        template = replace(template, special_tokens={**template.special_tokens, **extra})
+        template.capabilities  # noqa: B018 (compiles and probes now: a template that cannot compile fails at start)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot load --chat-template {opts.chat_template}: {error}") from None
+    return template
+
+
+def _read_json_arg(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise UsageError(f"{what} is not JSON: {error}") from None
+
+
+def _cmd_render(opts: argparse.Namespace, out: TextIO) -> int:
+    """Print the prompt the proxy would send for the messages on stdin (as llama-server's /apply-template)."""
+    try:
+        from .chat_template import TemplateRenderError
+    except ImportError as error:
+        raise UsageError(f"render needs the server extra (pip install 'streamparse[server]'): {error}") from None
+    template = _load_template(opts)
+    messages = _read_json_arg(sys.stdin.read(), "stdin")
+    if isinstance(messages, dict) and "messages" in messages:  # a whole request body is accepted too
+        messages = messages["messages"]
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise UsageError("stdin must hold a JSON list of message objects (or a request with 'messages')")
+    tools = None
+    if opts.tools is not None:
+        try:
+            tools = _read_json_arg(Path(opts.tools).read_text(encoding="utf-8"), f"--tools {opts.tools}")
+        except OSError as error:
+            raise UsageError(f"cannot read --tools {opts.tools}: {error}") from None
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise UsageError(f"--tools {opts.tools} must hold a JSON list of tool definitions")
+    kwargs = _read_json_arg(opts.kwargs, "--kwargs") if opts.kwargs is not None else {}
+    if not isinstance(kwargs, dict):
+        raise UsageError("--kwargs must be a JSON object (e.g. '{\"enable_thinking\": false}')")
+    try:
+        out.write(template.render(messages, tools, not opts.no_generation_prompt, **kwargs))
+    except TemplateRenderError as error:
+        raise UsageError(f"the chat template cannot render these messages: {error}") from None
+    return 0
+
+
+def _add_template_flags(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--chat-template", required=True,
+                     help="a .jinja template, a tokenizer_config.json, or a model directory holding either")
+    sub.add_argument("--special-token", action="append", metavar="NAME=TEXT",
+                     help="a template variable such as bos_token=<s>, for a bare .jinja with no "
+                          "tokenizer_config.json beside it (repeatable; wins over the config)")
+
+
+def _add_render(commands: Any) -> None:
+    render = commands.add_parser("render", help="print the prompt a chat template renders for messages on stdin")
+    _add_template_flags(render)
+    render.add_argument("--tools", help="a JSON file holding the request's tool list")
+    render.add_argument("--kwargs", help="template kwargs as a JSON object, e.g. '{\"enable_thinking\": false}'")
+    render.add_argument("--no-generation-prompt", action="store_true", help="leave out the assistant header")
+    # --parts (which spans came from the request) belongs with ChatTemplate.render_parts (input marking).
 
 
 def _add_serve(commands: Any) -> None:
@@ -258,8 +330,7 @@ def _add_serve(commands: Any) -> None:
     serve_cmd.add_argument("--upstream", required=True,
                            help="base URL of the completions server; URL/completions is called "
                                 "(e.g. http://127.0.0.1:8080/v1)")
-    serve_cmd.add_argument("--chat-template", required=True,
-                           help="a .jinja template, a tokenizer_config.json, or a model directory holding either")
+    _add_template_flags(serve_cmd)
     serve_cmd.add_argument("--model", help="the model name in /v1/models and answers (default: the template's "
                                            "folder name); a request's own model is passed upstream")
     serve_cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -301,13 +372,14 @@ def build_argparser() -> argparse.ArgumentParser:
     demo.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
     common(demo)
     _add_serve(commands)
+    _add_render(commands)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = build_argparser().parse_args(argv)
     handlers = {"parse": _cmd_parse, "stream": _cmd_stream, "formats": _cmd_formats, "demo": _cmd_demo,
-                "detect": _cmd_detect, "serve": _cmd_serve}
+                "detect": _cmd_detect, "serve": _cmd_serve, "render": _cmd_render}
     try:
         return handlers[opts.command](opts, sys.stdout)
     except UsageError as error:

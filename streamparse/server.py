@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .chat_template import ChatTemplate, TemplateRenderError
+from .chat_template import CapabilityError, ChatTemplate, TemplateRenderError
 from .openai import chat_chunks, chat_completion
 from .options import OPTION_NAMES, Options
 from .types import ReasoningField
@@ -86,14 +86,6 @@ def _error_body(status: int, raw: bytes) -> tuple[str, Mapping[str, Any] | None]
     return json.dumps(data), None
 
 
-def _reasoning_both_ways(message: Mapping[str, Any]) -> dict[str, Any]:
-    """Assistant messages sent back may carry `reasoning` or `reasoning_content`; templates read the latter."""
-    item = dict(message)
-    if "reasoning_content" not in item and "reasoning" in item:
-        item["reasoning_content"] = item["reasoning"]
-    return item
-
-
 @dataclass
 class _Prepared:
     stream: bool
@@ -120,7 +112,9 @@ def _prepare(config: ServerConfig, body: Any) -> _Prepared:
         raise RequestError(400, "'chat_template_kwargs' must be an object")
     template_tools = None if tool_choice == "none" else tools
     try:
-        prompt = config.template.render([_reasoning_both_ways(m) for m in messages], template_tools, True, **kwargs)
+        prompt = config.template.render(messages, template_tools, True, **kwargs)
+    except CapabilityError as error:
+        raise RequestError(400, f"the chat template cannot render {error.capability}: {error}") from None
     except TemplateRenderError as error:
         raise RequestError(400, f"the chat template rejected the request: {error}") from None
     try:  # the tool schemas are checked and compiled here (a list seen before is reused), before anything is sent

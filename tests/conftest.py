@@ -24,7 +24,9 @@ settings.register_profile("fuzz", max_examples=6000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+# ../shared beside a checkout, or ../../shared beside a worktree under /work/wt
+SHARED = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if p.is_dir()),
+              ROOT.parent / "shared")
 CASES = SHARED / "templates" / "cases.json"
 FIXTURES = ROOT / "fixtures"
 FORMAT_NAMES = [spec.name for spec in FAMILIES]

@@ -439,3 +439,27 @@ def test_64_concurrent_streams_are_kept_apart(servers: Any, upstream: Upstream) 
     results = asyncio.run(run())
     for i, result in enumerate(results):
         assert result == expected(streamparse.parse(outputs[i], "hermes", HERMES_TOOLS, id_factory=ids)), i
+
+
+def test_agent_round_trip_and_capabilities_through_the_proxy(servers: Any, upstream: Upstream) -> None:
+    """The turn the OpenAI SDK sends back after a call (`content: None`) renders on gpt-oss; a later
+    system message it would drop is a 400 naming the capability; DeepSeek R1 gets the tools in a system
+    message, since its template never prints them."""
+    key = upstream.script("agent-loop", Script(["ok"]))
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}
+    loop = [{"role": "user", "content": f"{key} weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]
+    gpt_oss = servers(TEMPLATES / "gpt-oss-120b.jinja").client()
+    gpt_oss.chat.completions.create(model="m", messages=loop, tools=HERMES_TOOLS)
+    prompt = upstream.last("agent-loop")["prompt"]
+    assert "functions.get_weather" in prompt and "18 C" in prompt
+    with pytest.raises(openai.BadRequestError, match="later_system"):
+        gpt_oss.chat.completions.create(model="m", messages=[
+            {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+            {"role": "system", "content": "be terse"}, {"role": "user", "content": "c"}])
+    servers(TEMPLATES / "DeepSeek-R1-0528.jinja").client().chat.completions.create(
+        model="m", messages=[{"role": "user", "content": f"{key} hi"}], tools=HERMES_TOOLS)
+    prompt = upstream.last("agent-loop")["prompt"]
+    assert "You can call any of the following tools" in prompt and '"name": "get_weather"' in prompt
