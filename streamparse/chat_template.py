@@ -224,7 +224,8 @@ _TOOLS_PREAMBLE = "You can call any of the following tools to satisfy the user's
 def _probe_tool(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "description": f"{name} probe",
                                              "parameters": {"type": "object",
-                                                            "properties": {"q": {"type": "string"}}}}}
+                                                            "properties": {"q": {"type": "string",
+                                                                                  "description": "q probe"}}}}}
 
 
 def _probe_call(name: str, call_id: str, value: str) -> dict[str, Any]:
@@ -333,7 +334,9 @@ class ChatTemplate:
             later_system="laterzq" in later,
             tools="alphazq" in self._render_tools([user], tools),
             tool_calls="argzq1" in agent or "alphazq" in agent,
-            parallel_tool_calls="alphazq" in parallel and "betazq" in parallel,
+            # Kimi prints the call ids, not the names: both calls' arguments count as well
+            parallel_tool_calls=all(m in parallel for m in ("alphazq", "betazq"))
+            or all(m in parallel for m in ("argzq1", "argzq2")),
             tool_call_ids="zqcallid1" in agent,
             tool_results="result0zq" in agent,
             reasoning="reasonzq" in reasoning,

@@ -151,3 +151,11 @@ def test_render_unreadable_template_is_exit_2(tmp_path: Path) -> None:
         done = _render_cli("--chat-template", str(path), stdin='[{"role": "user", "content": "x"}]')
         assert done.returncode == 2 and "cannot load --chat-template" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_serve_refuses_a_template_that_does_not_compile_at_start(tmp_path: Path) -> None:
+    (tmp_path / "broken.jinja").write_text("{% if %}<tool_call>")
+    done = subprocess.run([sys.executable, "-m", "streamparse", "serve", "--upstream", "http://127.0.0.1:9/v1",
+                           "--chat-template", str(tmp_path / "broken.jinja"), "--format", "hermes"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "does not compile" in done.stderr and "Traceback" not in done.stderr
