@@ -7,10 +7,7 @@ for bodies the SDK cannot send."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,45 +20,28 @@ httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 jiter = pytest.importorskip("jiter")
 
-from conftest import FIXTURES, ROOT  # noqa: E402
+import test_server  # noqa: E402
+from conftest import FIXTURES  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from upstream import Script, Upstream, free_port  # noqa: E402
 
-TIMEOUT = 20
+TIMEOUT = test_server.TIMEOUT
 TEMPLATE = FIXTURES / "hermes" / "chat_template.jinja"  # its prompt ends in `<think>\n`: outputs close it first
 TOOLS = json.loads((FIXTURES / "hermes" / "tools.json").read_text())
 LINE_LIMIT = 4096  # --max-upstream-line of the server under test: small, so a long line is cheap to send
 
 
-def serve_argv(upstream_url: str, port: int, *flags: str) -> list[str]:
-    """The one place the serve command line is built (add a flag here and every test runs with it)."""
-    return [sys.executable, "-m", "streamparse", "serve", "--upstream", upstream_url, "--chat-template",
-            str(TEMPLATE), "--port", str(port), "--log-level", "warning", *flags]
-
-
-class Server:
-    """A `streamparse serve` process whose stderr goes to a file the tests read."""
+class Server(test_server.Server):
+    """A `streamparse serve` process (tests/test_server.py builds its command line) whose stderr goes to a
+    file the tests read."""
 
     def __init__(self, upstream_url: str, *flags: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = tempfile.NamedTemporaryFile(prefix="serve-", suffix=".log")  # noqa: SIM115 (closed in stop)
-        self.process = subprocess.Popen(serve_argv(upstream_url, self.port, *flags), cwd=ROOT,
-                                        stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 30
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited: {self.stderr()}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("serve did not answer /health within 30 s")
-            time.sleep(0.1)
+        try:
+            super().__init__(upstream_url, TEMPLATE, *flags, stderr=self.log)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}: {self.stderr()}") from None
 
     def stderr(self) -> str:
         return Path(self.log.name).read_text(errors="replace")
@@ -71,17 +51,8 @@ class Server:
         return httpx.post(self.url + "/chat/completions", content=content, timeout=TIMEOUT,
                           headers={"Content-Type": "application/json"})
 
-    def client(self) -> Any:
-        return openai.OpenAI(base_url=self.url, api_key="x", timeout=TIMEOUT, max_retries=0)
-
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        super().stop()
         self.log.close()
 
 
