@@ -148,6 +148,8 @@ async def _lines(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
     """The lines of a byte stream (ended by LF or CRLF), none longer than `limit` bytes: a longer one is an
     `UpstreamStreamError` before more than `limit` plus one read of it is held (httpx's `aiter_lines`
     would gather a line of any length first)."""
+    too_long = UpstreamStreamError(f"the upstream sent an event line longer than {limit} bytes "
+                                   "(streamparse serve --max-upstream-line)")
     held = bytearray()
     async for data in response.aiter_bytes():
         start = 0
@@ -156,12 +158,11 @@ async def _lines(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
             line = bytes(held) + data[start:end] if held else data[start:end]
             held.clear()
             if len(line) > limit:
-                break
+                raise too_long
             yield line[:-1] if line.endswith(b"\r") else line
             start, end = end + 1, data.find(b"\n", end + 1)
         if len(held) + len(data) - start > limit:
-            raise UpstreamStreamError(f"the upstream sent an event line longer than {limit} bytes "
-                                      "(streamparse serve --max-upstream-line)")
+            raise too_long
         held += data[start:]
     if held:
         yield bytes(held)

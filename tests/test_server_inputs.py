@@ -317,6 +317,9 @@ BAD_EVENTS: list[tuple[str, list[bytes], str]] = [
     ("a line over the bound", [GOOD_CHUNK, b'data: {"choices": [{"index": 0, "text": "' + b"x" * 1000,
                                             b"y" * (LINE_LIMIT * 3), b'"}]}\n\n', b"data: [DONE]\n\n"],
      f"longer than {LINE_LIMIT} bytes"),
+    ("a line over the bound by its last read", [GOOD_CHUNK, b"data: " + b"q" * (LINE_LIMIT - 10),
+                                                b"q" * 20 + b"\n\n", GOOD_CHUNK, b"data: [DONE]\n\n"],
+     f"longer than {LINE_LIMIT} bytes"),
     ("a line over the bound, never ended", [GOOD_CHUNK] + [b"z" * 1024] * (LINE_LIMIT // 256), "longer than"),
     ("no [DONE]", [GOOD_CHUNK], "ended without [DONE]"),
 ]
