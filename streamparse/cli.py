@@ -244,7 +244,10 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     print(f"streamparse serve: {opts.format} format, model {model!r}, upstream {opts.upstream}, "
           f"on http://{opts.host}:{opts.port}/v1", file=sys.stderr, flush=True)
     print(f"streamparse serve: the template {template.capabilities.summary()}", file=sys.stderr, flush=True)
-    config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout)
+    if opts.max_upstream_line < 1024:
+        raise UsageError("--max-upstream-line must be at least 1024 bytes")
+    config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
+                          max_upstream_line=opts.max_upstream_line)
     serve(config, opts.host, opts.port, opts.log_level)
     return 0
 
@@ -339,6 +342,9 @@ def _add_serve(commands: Any) -> None:
                            help="the key(s) reasoning is sent under (default both: reasoning_content and reasoning)")
     serve_cmd.add_argument("--upstream-timeout", type=float, default=600.0,
                            help="seconds to wait for the upstream's next bytes (default 600)")
+    serve_cmd.add_argument("--max-upstream-line", type=int, default=1 << 20, metavar="BYTES",
+                           help="the longest upstream event line (and error body) read, in bytes; a longer "
+                                "line ends the stream with an error event (default 1048576, 1 MiB)")
     serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_option_flags(serve_cmd)
     # The format comes from the template unless given; on_rejected depends on --emit (see _cmd_serve).

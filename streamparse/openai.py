@@ -55,11 +55,16 @@ def _pieces(chunk: Any) -> tuple[list[_Piece], Any]:
     if isinstance(choices, Sequence) and not choices:
         return [], usage  # a usage-only chunk (stream_options.include_usage)
     if choices:
+        if not isinstance(choices, Sequence) or isinstance(choices, (str, bytes)):
+            raise TypeError(f"a stream chunk's choices must be a list, not {type(choices).__name__}")
         pieces = []
         for position, choice in enumerate(choices):
             text = _get(choice, "text")
             if text is None:  # a chat-shaped upstream chunk
                 text = _get(_get(choice, "delta") or _get(choice, "message") or {}, "content")
+            if text is not None and not isinstance(text, (str, bytes)):
+                raise TypeError(f"choices[{position}].text of a stream chunk must be a string, "
+                                f"not {type(text).__name__}")
             index = _get(choice, "index")
             pieces.append(_Piece(index if isinstance(index, int) else position, text or "",
                                  _get(choice, "finish_reason"), _plain(_get(choice, "logprobs"))))
@@ -75,11 +80,12 @@ def _pieces(chunk: Any) -> tuple[list[_Piece], Any]:
 def chat_logprobs(logprobs: Any) -> Any:
     """Completions-style logprobs (`tokens`, `token_logprobs`, `top_logprobs`) in the chat shape
     (`{"content": [{"token", "logprob", "bytes", "top_logprobs"}]}`); other shapes pass unchanged."""
-    if not isinstance(logprobs, Mapping) or "tokens" not in logprobs:
+    if not isinstance(logprobs, Mapping) or not isinstance(logprobs.get("tokens"), Sequence):
         return logprobs
-    tokens = logprobs.get("tokens") or []
+    tokens = logprobs["tokens"]
     values = logprobs.get("token_logprobs") or []
     tops = logprobs.get("top_logprobs") or []
+    values, tops = (item if isinstance(item, Sequence) else [] for item in (values, tops))
     content = []
     for i, token in enumerate(tokens):
         top = tops[i] if i < len(tops) and isinstance(tops[i], Mapping) else {}

@@ -9,6 +9,8 @@ text (`skip_special_tokens: false` is sent for vLLM and SGLang). Needs the `serv
 from __future__ import annotations
 
 import json
+import logging
+import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -25,6 +27,7 @@ from starlette.routing import Route
 from .chat_template import CapabilityError, ChatTemplate, TemplateRenderError
 from .openai import chat_chunks, chat_completion
 from .options import OPTION_NAMES, Options
+from .server_checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
 from .types import ReasoningField
 
 __all__ = ["ServerConfig", "create_app", "serve"]
@@ -34,7 +37,7 @@ __all__ = ["ServerConfig", "create_app", "serve"]
 _CHAT_KEYS = frozenset({"messages", "tools", "tool_choice", "chat_template_kwargs", "stream", "stream_options",
                         "parallel_tool_calls", "logprobs", "top_logprobs", "max_completion_tokens", "model",
                         "response_format", "functions", "function_call"})
-_TOOL_CHOICES = ("auto", "none")
+logger = logging.getLogger("streamparse")
 
 
 @dataclass(frozen=True)
@@ -47,22 +50,24 @@ class ServerConfig:
     model: str = "streamparse"          # the name in /v1/models and in answers when a request names none
     reasoning_field: ReasoningField = "both"
     upstream_timeout: float = 600.0     # seconds without a byte from the upstream before giving up
+    max_upstream_line: int = 1 << 20    # bytes in one upstream SSE line (and an error body): more is an error
 
 
 class RequestError(Exception):
     """Something wrong in the request or upstream, answered as OpenAI error JSON with `status`."""
 
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
-                 body: Mapping[str, Any] | None = None) -> None:
+                 body: Mapping[str, Any] | None = None, param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.body = body
+        self.param = param
 
     def payload(self) -> dict[str, Any]:
         if self.body is not None:
             return dict(self.body)
-        return {"error": {"message": str(self), "type": self.kind, "param": None, "code": self.status}}
+        return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.status}}
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.payload(), status_code=self.status)
@@ -75,8 +80,8 @@ class UpstreamStreamError(Exception):
 def _error_body(status: int, raw: bytes) -> tuple[str, Mapping[str, Any] | None]:
     """The upstream's error message, and its body when it already is OpenAI error JSON."""
     try:
-        data = json.loads(raw)
-    except ValueError:
+        data = parse_upstream(raw)
+    except InvalidUpstream:
         text = raw.decode("utf-8", "replace").strip()
         return text or f"upstream answered HTTP {status}", None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
@@ -88,6 +93,7 @@ def _error_body(status: int, raw: bytes) -> tuple[str, Mapping[str, Any] | None]
 
 @dataclass
 class _Prepared:
+    n: int
     stream: bool
     include_usage: bool
     model: str
@@ -95,21 +101,12 @@ class _Prepared:
     upstream_body: dict[str, Any]
 
 
-def _prepare(config: ServerConfig, body: Any) -> _Prepared:
-    if not isinstance(body, dict):
-        raise RequestError(400, "the request body must be a JSON object")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-        raise RequestError(400, "'messages' must be a non-empty list of message objects")
+def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
+    """The upstream request for a checked body (`server_checks.parse_request`)."""
+    messages = body["messages"]
     tools = body.get("tools") or None
-    if tools is not None and not isinstance(tools, list):
-        raise RequestError(400, "'tools' must be a list of tool definitions")
-    tool_choice = body.get("tool_choice", "auto")
-    if tool_choice not in _TOOL_CHOICES:
-        raise RequestError(400, f"tool_choice {tool_choice!r} is not supported; use one of {', '.join(_TOOL_CHOICES)}")
+    tool_choice = body.get("tool_choice") or "auto"
     kwargs = body.get("chat_template_kwargs") or {}
-    if not isinstance(kwargs, dict):
-        raise RequestError(400, "'chat_template_kwargs' must be an object")
     template_tools = None if tool_choice == "none" else tools
     try:
         prompt = config.template.render(messages, template_tools, True, **kwargs)
@@ -124,11 +121,10 @@ def _prepare(config: ServerConfig, body: Any) -> _Prepared:
         elif tools is not None:
             options = options.with_changes(tools=tools)
     except (ValueError, TypeError) as error:
-        raise RequestError(400, f"invalid tools: {error}") from None
+        raise RequestError(400, f"invalid tools: {error}", param="tools") from None
 
-    stream = bool(body.get("stream", False))
-    stream_options = body.get("stream_options") or {}
-    include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
+    stream = body.get("stream") is True
+    include_usage = (body.get("stream_options") or {}).get("include_usage") is True
     upstream_body = {key: value for key, value in body.items() if key not in _CHAT_KEYS}
     upstream_body.update(model=body.get("model") or config.model, prompt=prompt, stream=stream,
                          skip_special_tokens=False)
@@ -138,33 +134,81 @@ def _prepare(config: ServerConfig, body: Any) -> _Prepared:
         upstream_body["logprobs"] = int(body.get("top_logprobs") or 0)
     if stream:
         upstream_body["stream_options"] = {"include_usage": True}
-    return _Prepared(stream, include_usage, str(body.get("model") or config.model), options, upstream_body)
+    model = str(body.get("model") or config.model)
+    return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body)
 
 
-async def _upstream_chunks(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of an upstream server-sent-event stream, up to `[DONE]`."""
+async def _lines(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
+    """The lines of a byte stream (ended by LF or CRLF), none longer than `limit` bytes: a longer one is an
+    `UpstreamStreamError` before more than `limit` plus one read of it is held (httpx's `aiter_lines`
+    would gather a line of any length first)."""
+    too_long = UpstreamStreamError(f"the upstream sent an event line longer than {limit} bytes "
+                                   "(streamparse serve --max-upstream-line)")
+    held = bytearray()
+    async for data in response.aiter_bytes():
+        start = 0
+        end = data.find(b"\n")
+        while end >= 0:
+            line = bytes(held) + data[start:end] if held else data[start:end]
+            held.clear()
+            if len(line) > limit:
+                raise too_long
+            yield line[:-1] if line.endswith(b"\r") else line
+            start, end = end + 1, data.find(b"\n", end + 1)
+        if len(held) + len(data) - start > limit:
+            raise too_long
+        held += data[start:]
+    if held:
+        yield bytes(held)
+
+
+async def _upstream_chunks(response: httpx.Response, n: int, limit: int) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of an upstream server-sent-event stream, up to `[DONE]`, each checked
+    (`check_upstream`); any other stream is an `UpstreamStreamError`."""
     try:
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
+        async for line in _lines(response, limit):
+            if not line.startswith(b"data:"):
                 continue
             data = line[5:].strip()
-            if data == "[DONE]":
+            if data == b"[DONE]":
                 return
             try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise UpstreamStreamError(f"the upstream sent an event that is not JSON: {data[:200]!r}") from None
-            if isinstance(chunk, dict) and ("error" in chunk or chunk.get("object") == "error"):
-                message, _ = _error_body(502, data.encode())
-                raise UpstreamStreamError(f"the upstream reported an error mid-stream: {message}")
+                chunk = parse_upstream(data)
+                if isinstance(chunk, dict) and ("error" in chunk or chunk.get("object") == "error"):
+                    message, _ = _error_body(502, data)
+                    raise UpstreamStreamError(f"the upstream reported an error mid-stream: {message}")
+                check_upstream(chunk, n)
+            except InvalidUpstream as error:
+                raise UpstreamStreamError(f"{error}; the event was {data[:200].decode('utf-8', 'replace')!r}") from None
             yield chunk
     except httpx.HTTPError as error:
         raise UpstreamStreamError(f"the upstream stream broke off: {type(error).__name__}: {error}") from None
     raise UpstreamStreamError("the upstream stream ended without [DONE]")
 
 
+async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
+    """The body of `response`, cut at `limit` bytes (an error body is shown, never needed whole)."""
+    body = bytearray()
+    async for data in response.aiter_bytes():
+        body += data[:limit - len(body)]
+        if len(body) >= limit:
+            break
+    return bytes(body)
+
+
 def _sse(data: Mapping[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n\n"
+
+
+def _request_id() -> str:
+    return "req-" + secrets.token_hex(8)
+
+
+def _unexpected(request_id: str, error: BaseException) -> dict[str, Any]:
+    """The last line of defence: one log line (no traceback) and an OpenAI error body naming the request."""
+    logger.error("request %s: unexpected %s: %s", request_id, type(error).__name__, error)
+    return {"error": {"message": f"internal error in streamparse serve (request {request_id}): {type(error).__name__}",
+                      "type": "internal_error", "param": None, "code": 500}}
 
 
 def create_app(config: ServerConfig) -> Starlette:
@@ -186,17 +230,24 @@ def create_app(config: ServerConfig) -> Starlette:
         except httpx.HTTPError as error:
             raise RequestError(502, f"cannot reach the upstream at {completions_url}: {type(error).__name__}: "
                                     f"{error}", "upstream_error") from None
-        if response.status_code >= 400:
-            raw = await response.aread()
-            await response.aclose()
+        if not 200 <= response.status_code < 300:
+            try:
+                raw = await _read_at_most(response, config.max_upstream_line)
+            except httpx.HTTPError:
+                raw = b""
+            finally:
+                await response.aclose()
             message, body = _error_body(response.status_code, raw)
-            raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body)
+            if 400 <= response.status_code < 500:  # the upstream refused the request: its status and words
+                raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body)
+            raise RequestError(502, f"the upstream answered HTTP {response.status_code}: {message}",
+                               "upstream_error") from None
         return response
 
-    async def stream_answer(prepared: _Prepared, response: httpx.Response) -> AsyncIterator[bytes]:
+    async def stream_answer(prepared: _Prepared, response: httpx.Response, request_id: str) -> AsyncIterator[bytes]:
         chunks = cast(AsyncGenerator[dict[str, Any], None], chat_chunks(
-            _upstream_chunks(response), prepared.options.format, model=prepared.model,
-            reasoning_field=config.reasoning_field, **_parser_options(prepared.options)))
+            _upstream_chunks(response, prepared.n, config.max_upstream_line), prepared.options.format,
+            model=prepared.model, reasoning_field=config.reasoning_field, **_parser_options(prepared.options)))
         try:
             async for chunk in chunks:
                 if not chunk["choices"] and not prepared.include_usage:
@@ -204,30 +255,37 @@ def create_app(config: ServerConfig) -> Starlette:
                 yield _sse(chunk)
         except UpstreamStreamError as error:
             yield _sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}})
+        except Exception as error:  # the last line of defence: every known failure is handled above
+            yield _sse(_unexpected(request_id, error))
         finally:
             await chunks.aclose()
             await response.aclose()  # on a client disconnect too: the upstream request is cancelled
         yield b"data: [DONE]\n\n"
 
     async def chat(request: Request) -> Response:
+        request_id = _request_id()
         try:
             try:
-                body = json.loads(await request.body())
-            except ValueError as error:
-                raise RequestError(400, f"the request body is not JSON: {error}") from None
+                body = parse_request(await request.body())
+            except InvalidRequest as error:
+                raise RequestError(400, str(error), param=error.param) from None
             prepared = _prepare(config, body)
             if prepared.stream:
                 response = await open_upstream(prepared)
                 # The background task closes the upstream stream however the response ends, also when the
                 # client went away before the first byte (then the generator never ran its finally).
-                return StreamingResponse(stream_answer(prepared, response), media_type="text/event-stream",
+                return StreamingResponse(stream_answer(prepared, response, request_id), media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                          background=BackgroundTask(response.aclose))
             response = await open_upstream(prepared)
             try:
-                completion = json.loads(await response.aread())
-            except (ValueError, httpx.HTTPError) as error:
-                raise RequestError(502, f"the upstream answer could not be read: {error}", "upstream_error") from None
+                completion = parse_upstream(await response.aread())
+                check_upstream(completion, prepared.n)
+            except InvalidUpstream as error:
+                raise RequestError(502, str(error), "upstream_error") from None
+            except httpx.HTTPError as error:
+                raise RequestError(502, f"the upstream answer could not be read: {type(error).__name__}: {error}",
+                                   "upstream_error") from None
             finally:
                 await response.aclose()
             return JSONResponse(chat_completion(completion, prepared.options.format, model=prepared.model,
@@ -235,6 +293,8 @@ def create_app(config: ServerConfig) -> Starlette:
                                                 **_parser_options(prepared.options)))
         except RequestError as error:
             return error.response()
+        except Exception as error:  # the last line of defence: every known failure is a RequestError above
+            return JSONResponse(_unexpected(request_id, error), status_code=500)
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [

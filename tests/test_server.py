@@ -32,16 +32,21 @@ RECORDED_OUTPUT = (FIXTURES / "streams" / "output.txt").read_text()
 TEMPLATES = CASES.parent
 
 
-class Server:
-    """One `python -m streamparse serve` process, killed by the fixture that made it."""
+def serve_argv(upstream_url: str, template: Path, port: int, *flags: str) -> list[str]:
+    """The one place the serve command line of the end-to-end tests is built."""
+    return [sys.executable, "-m", "streamparse", "serve", "--upstream", upstream_url, "--chat-template",
+            str(template), "--port", str(port), "--ids", "ordinal", "--log-level", "warning", *flags]
 
-    def __init__(self, upstream_url: str, template: Path, *flags: str) -> None:
+
+class Server:
+    """One `python -m streamparse serve` process, killed by the fixture that made it; its stderr goes to
+    a pipe read when it fails to start, or to the file given."""
+
+    def __init__(self, upstream_url: str, template: Path, *flags: str, stderr: Any = subprocess.PIPE) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "streamparse", "serve", "--upstream", upstream_url, "--chat-template",
-             str(template), "--port", str(self.port), "--ids", "ordinal", "--log-level", "warning", *flags],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(serve_argv(upstream_url, template, self.port, *flags), cwd=ROOT,
+                                        stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 30
         while True:
             if self.process.poll() is not None:

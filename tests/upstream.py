@@ -52,6 +52,8 @@ class Script:
     break_after: int | None = None   # drop the connection after this many chunks
     error_event_after: int | None = None  # send an error event after this many chunks
     delay: float = 0.0               # seconds between chunks
+    raw: list[bytes] | None = None   # answer these bytes verbatim, piece by piece (a shape the API does not promise)
+    raw_status: int = 200            # the HTTP status of a `raw` answer
 
 
 class Upstream:
@@ -87,6 +89,8 @@ class Upstream:
             if script.status is not None:
                 return JSONResponse({"object": "error", "message": script.message, "type": "BadRequestError",
                                      "code": script.status}, status_code=script.status)
+            if script.raw is not None:
+                return self._raw(script, body)
             if body.get("stream"):
                 return StreamingResponse(self._events(key, script, body), media_type="text/event-stream")
             return JSONResponse(self._whole(script, body))
@@ -96,6 +100,14 @@ class Upstream:
 
         return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]),
                                  Route("/health", health)])
+
+    @staticmethod
+    def _raw(script: Script, body: dict[str, Any]) -> Response:
+        async def pieces() -> AsyncIterator[bytes]:
+            for piece in script.raw or ():
+                yield piece
+        media_type = "text/event-stream" if body.get("stream") else "application/json"
+        return StreamingResponse(pieces(), status_code=script.raw_status, media_type=media_type)
 
     @staticmethod
     def _logprobs(piece: str, body: dict[str, Any]) -> dict[str, Any] | None:
