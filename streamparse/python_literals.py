@@ -1,6 +1,6 @@
 """Python literals as call arguments (pythonic call lists, Llama 3.1 built-ins): where one ends, and its value.
 
-A value is read with the `ast` module, never evaluated: strings (any quotes, escapes decoded),
+A value is read as `ast` reads it, never evaluated: strings (any quotes, escapes decoded),
 numbers, `True`/`False`/`None` and their JSON spellings `true`/`false`/`null`, lists, tuples (as
 lists) and dicts with string keys. Anything else (a name, a call, an expression, `*`/`**`
 unpacking, sets, bytes, a number too large for a double, a lone surrogate, a key written twice)
@@ -12,7 +12,8 @@ are kept as written (an inner `'` ends it early, so the value is then not a lite
 double quotes keep their escapes.
 
 Cost: `value_end` looks at each character of the value once (one regex jump per quote, bracket
-or separator). `literal` reads the common spellings itself in one pass (`_Reader`: strings without
+or separator). `literal` hands a list or dict spelled as JSON (no backslash, `'` or exponent) to
+jiter, reads the other common spellings itself in one pass (`_Reader`: strings without
 a backslash or a line break, decimal numbers, the six names, lists and string-keyed dicts without
 trailing commas, a bounded depth) and hands anything else to `ast.parse` of the value's text, linear
 in it (with raw single quotes, after one pass that rewrites each raw string as a Python literal of
