@@ -1,6 +1,6 @@
 """Python literals as call arguments (pythonic call lists, Llama 3.1 built-ins): where one ends, and its value.
 
-A value is read with the `ast` module, never evaluated: strings (any quotes, escapes decoded),
+A value is read as `ast` reads it, never evaluated: strings (any quotes, escapes decoded),
 numbers, `True`/`False`/`None` and their JSON spellings `true`/`false`/`null`, lists, tuples (as
 lists) and dicts with string keys. Anything else (a name, a call, an expression, `*`/`**`
 unpacking, sets, bytes, a number too large for a double, a lone surrogate, a key written twice)
@@ -12,7 +12,8 @@ are kept as written (an inner `'` ends it early, so the value is then not a lite
 double quotes keep their escapes.
 
 Cost: `value_end` looks at each character of the value once (one regex jump per quote, bracket
-or separator). `literal` reads the common spellings itself in one pass (`_Reader`: strings without
+or separator). `literal` hands a list or dict spelled as JSON (no backslash, `'` or exponent) to
+jiter, reads the other common spellings itself in one pass (`_Reader`: strings without
 a backslash or a line break, decimal numbers, the six names, lists and string-keyed dicts without
 trailing commas, a bounded depth) and hands anything else to `ast.parse` of the value's text, linear
 in it (with raw single quotes, after one pass that rewrites each raw string as a Python literal of
@@ -191,17 +192,37 @@ class _Reader:
 
 # Where JSON and Python read the same text to different values: an escape (`\\/`, a surrogate pair),
 # or a number that may overflow to infinity (JSON readers give `inf`, a literal is refused).
-_JSON_DIFFERS = re.compile(r"\\|[0-9.][eE][+-]?[0-9]|[0-9]{300}")
+_JSON_DIFFERS = re.compile(r"\\|'|[0-9.][eE][+-]?[0-9]|[0-9]{300}")
+# Python's names for JSON's, outside strings (with no backslash and no `'`, a string is `"[^"]*"`).
+_PYTHON_NAMES = re.compile(r'"[^"]*"|True|False|None')
+_AS_JSON = {"True": "true", "False": "false", "None": "null"}
+_JSON_STRING = re.compile(r'"[^"]*"')  # with no backslash in the text, every string
+
+
+def _json_name(match: re.Match[str]) -> str:
+    return _AS_JSON.get(match.group(), match.group())
+
+
+def _as_json_names(text: str) -> str:
+    """`text` (no backslash, no `'`) with Python's names outside strings spelled as JSON's."""
+    if "e" not in text:  # every one of the names has an e
+        return text
+    strings = "\x00".join(_JSON_STRING.findall(text))
+    if "True" not in strings and "False" not in strings and "None" not in strings:  # replaced at C speed
+        return text.replace("True", "true").replace("False", "false").replace("None", "null")
+    return _PYTHON_NAMES.sub(_json_name, text)
 
 
 def _fast(text: str, raw_single_quotes: bool) -> Any:
-    """The value when `_Reader` reads all of `text` (stripped); `_Unsure` otherwise. A value spelled as
-    JSON without a backslash or an exponent (what models write most) is read by jiter at native speed:
-    there JSON and Python agree on every value, and a key written twice is an error to both."""
+    """The value when `_Reader` reads all of `text` (stripped); `_Unsure` otherwise. A list or dict
+    spelled as JSON (with Python's names or JSON's) without a backslash, a `'` or an exponent, what
+    models write most, is read by jiter at native speed: there JSON and Python agree on every value,
+    and a key written twice is an error to both."""
     text = text.strip()
     if text[:1] in "[{" and _JSON_DIFFERS.search(text) is None:
+        json_text = _as_json_names(text)
         try:
-            return jiter.from_json(text.encode(), catch_duplicate_keys=True, allow_inf_nan=False)
+            return jiter.from_json(json_text.encode(), catch_duplicate_keys=True, allow_inf_nan=False)
         except (ValueError, UnicodeEncodeError):
             pass  # not JSON (single quotes, True, a set...) or a lone surrogate: read below
     value, end = _Reader(text, raw_single_quotes).value(0, 0)

@@ -86,6 +86,9 @@ NEAR = st.text(alphabet=list("[]{}(),:'\"\\ \n\r\t-+.eE0123456789_xjTrueFalsNonl
 @example("1e999", False)
 @example("01", False)
 @example("'''x'''", True)
+@example('{"a": True, "b": [None, "False"]}', False)
+@example('{"a": Truex}', False)
+@example('[1, {"k": True}, (2, 3)]', False)
 def test_near_literals_read_and_rejected_as_ast_does(text: str, raw: bool) -> None:
     agree(text, raw)
 
@@ -93,4 +96,6 @@ def test_near_literals_read_and_rejected_as_ast_does(text: str, raw: bool) -> No
 def test_the_common_spellings_are_read() -> None:
     assert literal('{"city": "Paris", "days": [1, 2.5, -3e2], "ok": true, "n": None}') == {
         "city": "Paris", "days": [1, 2.5, -300.0], "ok": True, "n": None}
+    assert literal('{"a": True, "b": "True or None", "c": [None, false, 1.5]}') == {
+        "a": True, "b": "True or None", "c": [None, False, 1.5]}  # Python's names outside strings only
     assert literal("'C:\\dir\\n'", raw_single_quotes=True) == "C:\\dir\\n"  # LFM2.5: kept as written

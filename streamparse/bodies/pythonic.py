@@ -15,7 +15,8 @@ Rules, for every format of this kind:
 
 Cost: the scanner looks at each character once (one regex jump per quote, backslash or bracket);
 the grammar (`formats/<grammar>.peg`, rule `call`) reads each call once, each value's text is
-found by one pass (`python_literals.value_end`) and read by `ast.parse` once; the progressive
+found by one pass (`python_literals.value_end`) and read once (`python_literals.literal`: jiter
+or one pass for the common spellings, `ast.parse` for the rest); the progressive
 streamer walks the body once more and reads each call's text once, when its `)` closes.
 """
 
