@@ -36,6 +36,9 @@ EXPECTED = {
     "NVIDIA-Nemotron-Nano-9B-v2.jinja": "nemotron",
     "c4ai-command-r7b-12-2024-tool_use.jinja": "command_r7b", "granite-3.3-2b-instruct.jinja": "granite",
     "granite-4.0-llamacpp.jinja": "hermes",
+    # Third wave (cases_wave3.json): the most specific markers win (Decision 24).
+    "Solar-Open-100B.jinja": "solar_open", "functionary-medium-v3.1.jinja": "functionary_v3_1",
+    "functionary-medium-v3.2.jinja": "functionary_v3_2",
 }
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral",
                 "mistral_call_id": "mistral", "mistral_args": "mistral"}

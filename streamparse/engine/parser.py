@@ -346,6 +346,8 @@ class StreamParser:
                 return self._anchored.at_mark(self, text, found, at, match.end())
             if self._answer_open and found == self._answer_closer:
                 self._answer_open = False
+            elif found in self._sets.reopeners:
+                self._enter_reasoning((self._closer_of[found],))
             elif found not in self._sets.framing:
                 self._open(found, _CONTENT, at)
         elif found in self._reasoning_closers:
