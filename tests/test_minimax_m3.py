@@ -106,3 +106,13 @@ def test_reasoning_and_render_reads_back() -> None:
     assert named_calls(parsed) == [("create_order", {"user_id": 7, "items": [{"sku": "s", "qty": 1}],
                                                      "shipping": {"city": " Paris "}})]
     assert streamparse.detect_format(f"{{{{ '{NS}<tool_call>' }}}}{NS}<invoke name=") == FMT
+
+
+def test_progressive_mode_names_a_call_at_its_invoke_tag_and_sends_its_arguments_at_its_end() -> None:
+    parser = streamparse.StreamParser(FMT, emit_calls="progressive")
+    assert [d for d in parser.feed(BLOCK + f'{NS}<invoke name="g"') if d.tool_calls] == []
+    started = [d.tool_calls[0] for d in parser.feed(">" + f"{NS}<k>v") if d.tool_calls]
+    assert [(c.name, c.arguments) for c in started] == [("g", "")]
+    assert [d for d in parser.feed(f"{NS}</k>") if d.tool_calls] == []  # a repeated key could still follow
+    ended = [d.tool_calls[0] for d in parser.feed(f"{NS}</invoke>") if d.tool_calls]
+    assert [c.arguments for c in ended] == ['{"k": "v"}']

@@ -15,8 +15,9 @@ a string. Mismatched or missing closing tags, or text beside elements, make the 
 a call cut off by the end of the output is `truncated`, the calls before it stand.
 
 Read once while it streams: the scanner finds the block's closer; the finished body is read by one
-pass over its tags (one regex search per tag). No progressive streamer: a leaf's type, and whether
-an element is a leaf at all, is known only when it closes (calls are sent whole when they settle).
+pass over its tags (one regex search per tag). Progressive mode (`TreeStreamer`): the name when the
+invoke tag is complete, the arguments whole when the call's end tag arrives (a repeated key may turn
+any value into a list until then, so no value is certain before).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 from ..grammar import encodable, json_text, rule_regex
 from ..scanning import TagScanner, WalkSource
 from ..schema_typing import property_schema, schema_types, typed
-from ..spec import CallResult, Envelope, ParsedCall, Rejection, empty_body
+from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -112,14 +113,15 @@ class TaggedTree:
 
     grammar: str
     closers: tuple[str, ...]
+    prefix: str  # what every tag starts with (NS): where the streamer tries the tag regex
     item: str = "item"
     tag: str = "the call block"
 
     def scanner(self) -> TagScanner:
         return TagScanner(self.closers)
 
-    def streamer(self, tools: ToolSet, scanner: WalkSource) -> None:
-        return None
+    def streamer(self, tools: ToolSet, scanner: WalkSource) -> TreeStreamer:
+        return TreeStreamer(self, tools)
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         empty = empty_body(envelope, self.tag, f"{self.tag} holds no call")
@@ -140,12 +142,12 @@ class TaggedTree:
                 results.append(Rejection(INVALID_JSON, [f"{match.group().strip()!r} where a call should start"],
                                          body[match.start():]))
                 return results
-            result, pos = self._call(body, match, tools, envelope.complete, pattern)
+            result, pos = self.call(body, match, tools, envelope.complete, pattern)
             results.append(result)
             if isinstance(result, Rejection):
                 return results
 
-    def _call(self, body: str, head: Any, tools: ToolSet, complete: bool, pattern: Any) -> tuple[CallResult, int]:
+    def call(self, body: str, head: Any, tools: ToolSet, complete: bool, pattern: Any) -> tuple[CallResult, int]:
         """One call from its invoke tag to its end tag: (the call or why not, where reading goes on)."""
         name = head.group("name").strip()
         start = head.start()
@@ -167,6 +169,8 @@ class TaggedTree:
                     if "".join(stack[0].text).strip():
                         raise _Malformed("text beside the parameters")
                     break
+                if match.group("name") is not None:
+                    raise _Malformed("<invoke> inside a call")
                 if match.group("key") is not None:
                     key = match.group("key").strip()
                     parent = stack[-1]
@@ -195,3 +199,78 @@ class TaggedTree:
 
 class _Cut(Exception):
     pass
+
+
+_TAG_LIMIT = 512  # a tag not closed within this many characters of its prefix is not waited for
+
+
+class TreeStreamer:
+    """Progressive mode: a call's name is sent when its invoke tag is complete, its arguments whole
+    when its end tag arrives (a repeated key may still turn any value into a list until then). The
+    text is searched once for the tag prefix (only a suffix that may be a tag's start is looked at
+    again, at most `_TAG_LIMIT` characters); a call's text is joined once, when it ends."""
+
+    def __init__(self, kind: TaggedTree, tools: ToolSet) -> None:
+        self._kind = kind
+        self._tools = tools
+        self._pattern = _tag_regex(kind.grammar)
+        self._window = ""  # text not yet searched to the end (a possible tag's start)
+        self._call: list[str] | None = None  # the open call's text, from its invoke tag
+        self._k = 0
+        self._done = False  # the parse stops reading calls here (malformed text or call)
+
+    def feed(self, body: str) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        if self._done:
+            return events
+        window, pos = self._window + body, 0
+        prefix = self._kind.prefix
+        while not self._done:
+            at = window.find(prefix, pos)
+            if at < 0:
+                keep = max(pos, len(window) - len(prefix) + 1)
+                self._take(window[pos:keep])
+                window, pos = window[keep:], 0
+                break
+            match = self._pattern.match(window, at)
+            if match is None:
+                if len(window) - at < _TAG_LIMIT and ">" not in window[at + len(prefix):]:
+                    self._take(window[pos:at])  # may still become a tag
+                    window, pos = window[at:], 0
+                    break
+                self._take(window[pos:at + 1])
+                pos = at + 1
+                continue
+            self._take(window[pos:at])
+            pos = match.end()
+            self._tag(match, events)
+        self._window = "" if self._done else window[pos:]
+        return events
+
+    def _take(self, text: str) -> None:
+        """Text that is no tag: part of the open call, or between calls (where only whitespace may be)."""
+        if self._call is not None:
+            self._call.append(text)
+        elif text.strip():
+            self._done = True  # the parse rejects the rest of the body here
+
+    def _tag(self, match: Any, events: list[StreamEvent]) -> None:
+        if self._call is None:
+            name = match.group("name")
+            if name is None or not name.strip():
+                self._done = True
+                return
+            self._call = [match.group()]
+            events.append(CallStart(self._k, name.strip()))
+            return
+        self._call.append(match.group())
+        if match.group("end_invoke") is None and match.group("name") is None:
+            return
+        text = "".join(self._call)
+        self._call = None
+        result, _ = self._kind.call(text, self._pattern.match(text), self._tools, True, self._pattern)
+        if not isinstance(result, ParsedCall):
+            self._done = True
+            return
+        events.append(ArgumentsFragment(self._k, result.arguments_json))
+        self._k += 1

@@ -46,7 +46,7 @@ MINIMAX_M3 = FormatSpec(
     name="minimax_m3",
     aliases=(),
     reasoning=(THINK,),
-    envelopes=(EnvelopeSpec(openers=BLOCKS, body=TaggedTree("minimax_m3", closers=BLOCK_ENDS)),),
+    envelopes=(EnvelopeSpec(openers=BLOCKS, body=TaggedTree("minimax_m3", closers=BLOCK_ENDS, prefix=NS)),),
     render=render,
     reserved=(NS,),
     untyped_values=True,
