@@ -6,6 +6,8 @@ Every example is checked in both emit modes and under 1- and 5-character chunks 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import FIXTURES, agreeing, named_calls
 
@@ -14,6 +16,7 @@ from streamparse import Message, ToolCall, parse
 
 FMT = "olmo3"
 OPEN, CLOSE = "<function_calls>", "</function_calls>"
+TOOLS = json.loads((FIXTURES / FMT / "tools.json").read_text())
 
 
 def read(text: str, **options: object) -> Message:
@@ -25,7 +28,7 @@ def statuses(message: Message) -> list[str]:
 
 
 def test_vllm_example_reasoning_content_and_two_calls() -> None:
-    msg = read((FIXTURES / FMT / "vllm_two_calls.txt").read_text())
+    msg = read((FIXTURES / FMT / "vllm_two_calls.txt").read_text(), tools=TOOLS)
     assert msg.reasoning == "The user wants the weather and to register." and msg.content == "I'll do both."
     assert named_calls(msg) == [
         ("get_weather", {"city": "San Francisco", "metric": "celsius"}),
