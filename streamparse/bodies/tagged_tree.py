@@ -29,7 +29,7 @@ from typing import Any
 
 from ..grammar import encodable, json_text, rule_regex
 from ..scanning import TagScanner, WalkSource
-from ..schema_typing import property_schema, schema_types, typed
+from ..schema_typing import property_schema, resolve_ref, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -50,61 +50,78 @@ class _Malformed(Exception):
 
 
 class _Element:
-    """An element being read: its key, its schema, its children (key, value) and its text."""
+    """An element being read: its key, its schema (local `$ref`s resolved), the schema its text is
+    typed by, its children (key, value, value's JSON text) and its text."""
 
-    __slots__ = ("children", "key", "schema", "text")
+    __slots__ = ("children", "key", "schema", "text", "typing")
 
-    def __init__(self, key: str, schema: Any) -> None:
+    def __init__(self, key: str, schema: Any, typing: Any = None) -> None:
         self.key = key
         self.schema = schema
-        self.children: list[tuple[str, Any]] = []
+        self.typing = schema if typing is None else typing
+        self.children: list[tuple[str, Any, str]] = []
         self.text: list[str] = []
 
 
-def _child_schema(schema: Any, key: str, index: int, item: str) -> Any:
+def _resolved(schema: Any, root: Any) -> Any:
+    """`schema` with a local `$ref` at its top followed (a few steps: a cycle ends the walk)."""
+    for _ in range(8):
+        if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
+            return schema
+        schema = resolve_ref(schema["$ref"], root)
+    return schema
+
+
+def _child_schema(schema: Any, key: str, index: int, item: str, root: Any) -> Any:
     """The schema of child `key` (the `index`-th) of a container whose schema is `schema`."""
     if not isinstance(schema, Mapping):
         return None
-    if "array" in schema_types(schema) and key == item:
+    if "array" in schema_types(schema, root=root) and key == item:
         prefix = schema.get("prefixItems")
         if isinstance(prefix, Sequence) and index < len(prefix):
-            return prefix[index]
-        return schema.get("items")
+            return _resolved(prefix[index], root)
+        return _resolved(schema.get("items"), root)
     found = property_schema(schema, key)
     if found is None and isinstance(schema.get("additionalProperties"), Mapping):
-        return schema["additionalProperties"]
-    return found
+        found = schema["additionalProperties"]
+    return _resolved(found, root)
 
 
-def _value(element: _Element, item: str) -> Any:
-    """A closed element's value: a typed leaf, or its children as an array or an object."""
+def _value(element: _Element, item: str, root: Any) -> tuple[Any, str]:
+    """A closed element's value and its JSON text: a typed leaf (an object or array written as strict
+    JSON keeps its text), or its children as an array or an object."""
     if not element.children:
         text = "".join(element.text)
-        if element.schema is None:
-            return text
-        value, _ = typed(text, element.schema)
+        if element.typing is None:
+            return text, json_text(text)
+        value, written = typed(text, element.typing)
         items = element.schema.get("items") if isinstance(element.schema, Mapping) else None
-        if items is not None and not isinstance(value, list) and "array" in schema_types(element.schema):
-            value, _ = typed(text, items)  # one value of a repeated array-typed key
-        return value
+        if items is not None and not isinstance(value, list) and "array" in schema_types(element.typing, root=root):
+            value, written = typed(text, _resolved(items, root))  # one value of a repeated array-typed key
+        return value, json_text(value) if written is None else written
     if "".join(element.text).strip():
         raise _Malformed(f"<{element.key}> holds both text and elements")
-    types = schema_types(element.schema) if element.schema is not None else set()
-    as_array = "array" in types if types else element.children[0][0] == item
-    if as_array:
-        return [value for _, value in element.children]
+    types = schema_types(element.schema, root=root) if element.schema is not None else set()
+    if "array" in types if types else element.children[0][0] == item:
+        return [value for _, value, _ in element.children], "[" + ", ".join(j for _, _, j in element.children) + "]"
+    return _object(element.children)
+
+
+def _object(children: list[tuple[str, Any, str]]) -> tuple[dict[str, Any], str]:
+    """Children as an object; a key repeated under one parent collects its values into a list, in order."""
+    grouped: dict[str, list[tuple[Any, str]]] = {}
+    for key, value, text in children:
+        grouped.setdefault(key, []).append((value, text))
     out: dict[str, Any] = {}
-    for key, value in element.children:
-        if key in out:
-            previous = out[key]
-            out[key] = [*previous, value] if isinstance(previous, _Repeated) else _Repeated([previous, value])
+    parts = []
+    for key, values in grouped.items():
+        if len(values) == 1:
+            out[key], text = values[0]
         else:
-            out[key] = value
-    return {key: list(value) if isinstance(value, _Repeated) else value for key, value in out.items()}
-
-
-class _Repeated(list):  # type: ignore[type-arg]
-    """The values of a key repeated under one parent (kept apart from a list value)."""
+            out[key] = [value for value, _ in values]
+            text = "[" + ", ".join(t for _, t in values) + "]"
+        parts.append(f"{json_text(key)}: {text}")
+    return out, "{" + ", ".join(parts) + "}"
 
 
 @dataclass(frozen=True)
@@ -151,8 +168,9 @@ class TaggedTree:
         """One call from its invoke tag to its end tag: (the call or why not, where reading goes on)."""
         name = head.group("name").strip()
         start = head.start()
-        schema = tools.parameters(name) if name else None
-        stack = [_Element("", schema)]
+        root = tools.parameters(name) if name else None
+        typing = tools.schema(name) if name else None  # the parameters' types, top-level branches read
+        stack = [_Element("", _resolved(root, root))]
         pos = head.end()
         try:
             while True:
@@ -165,31 +183,30 @@ class TaggedTree:
                 if match.group("end_invoke") is not None:
                     if len(stack) != 1:
                         raise _Malformed(f"</invoke> while <{top.key}> is open")
-                    arguments = _value(stack[0], self.item) if stack[0].children else {}
                     if "".join(stack[0].text).strip():
                         raise _Malformed("text beside the parameters")
+                    arguments, arguments_json = _object(stack[0].children) if stack[0].children else ({}, "{}")
                     break
                 if match.group("name") is not None:
                     raise _Malformed("<invoke> inside a call")
                 if match.group("key") is not None:
                     key = match.group("key").strip()
                     parent = stack[-1]
-                    stack.append(_Element(key, _child_schema(parent.schema, key, len(parent.children), self.item)))
+                    schema = _child_schema(parent.schema, key, len(parent.children), self.item, root)
+                    top_typing = property_schema(typing, key) if len(stack) == 1 and typing is not None else None
+                    stack.append(_Element(key, schema, top_typing))
                     continue
                 key = match.group("closed").strip()
                 if len(stack) == 1 or key != top.key:
                     raise _Malformed(f"</{key}> does not close <{top.key or 'invoke'}>")
                 stack.pop()
-                stack[-1].children.append((key, _value(top, self.item)))
+                stack[-1].children.append((key, *_value(top, self.item, root)))
         except _Cut:
             error = f"the output ended inside the call to {name!r}"
             return Rejection(TRUNCATED, [error], body[start:], name or None), len(body)
         except (_Malformed, RecursionError) as malformed:
             return Rejection(INVALID_JSON, [f"{name}: {malformed}"], body[start:], name or None), len(body)
         raw = body[start:pos]
-        if not isinstance(arguments, dict):
-            return Rejection(INVALID_JSON, [f"{name}: the parameters are not named"], raw, name), pos
-        arguments_json = json_text(arguments)
         if not name:
             return Rejection(INVALID_JSON, ["the call names no tool"], raw), pos
         if not encodable(name) or not encodable(arguments_json):

@@ -91,7 +91,10 @@ FUNCTIONARY_V3_2 = FormatSpec(
     render=render_v3_2,
     messages=MessageSpec(openers=(RECIPIENT,), header_end="\n", terminators=(), route=route, call=call_body,
                          opened_by_prompt=True, openers_end_bodies=True),
-    # `>>>` and the recipients are ordinary text.
+    # `>>>` and the recipients are ordinary text. Content that ends in `>` before the next `>>>` reads
+    # as a recipient that starts with `>` (the first `>>>` wins): the wire cannot tell them apart, so
+    # generated test messages leave `>` out.
+    reserved=(">",),
     detect=((">>>all",),),
 )
 
