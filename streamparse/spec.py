@@ -303,6 +303,9 @@ class FormatSpec:
     # blocks joined in output order, and so is the content around them (Solar Open's later `<|think|>`
     # message). Otherwise reasoning is read only at the start, and a later opener is content.
     reasoning_reopens: bool = False
+    # `thinking_forced_open` is ignored: no prompt of the format ends inside reasoning (Solar Open's
+    # low-effort prompt writes an empty, closed think message; Decision 22 of the third wave).
+    ignores_forced_open: bool = False
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).

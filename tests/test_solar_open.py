@@ -117,7 +117,8 @@ def test_render_reads_back_and_token_aware_mode() -> None:
     assert calls_of(streamed) == [("x1", "f", {"k": [1, "é"]})] and streamed.content == "c"
 
 
-def test_no_prompt_ends_inside_reasoning() -> None:
-    # The low-effort prompt writes an empty, closed think message (Decision 22: no forced-open flag).
+def test_no_prompt_ends_inside_reasoning_and_the_flag_is_ignored() -> None:
+    # The low-effort prompt writes an empty, closed think message (Decision 22: the flag is ignored).
+    assert read(f"{CONTENT}Hi", thinking_forced_open=True).content == "Hi"
     assert streamparse.thinking_forced_open("<|begin|>assistant", FMT) is False
     assert streamparse.thinking_forced_open("<|begin|>assistant<|think|><|end|><|begin|>assistant", FMT) is False

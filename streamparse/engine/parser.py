@@ -122,7 +122,7 @@ class StreamParser:
         self._plain_body = not self._progressive and self._max_call_chars is None and not require_special
         # Envelopes recognised by position and pattern (`FormatSpec.anchors`, `anchors.py`).
         self._anchored = Anchors(spec) if spec.anchors else None
-        if not spec.reasoning:  # a format without reasoning ignores thinking_forced_open
+        if not spec.reasoning or spec.ignores_forced_open:  # a format without reasoning ignores thinking_forced_open
             self._forced = False
 
     # ----------------------------------------------------------------- public API

@@ -55,6 +55,7 @@ SOLAR_OPEN = FormatSpec(
     special=(THINK, CONTENT, END, TOOL_CALLS, CALLS_END, CALL_BEGIN, CALL_NAME, CALL_ARGS, CALL_END),
     framing=(BEGIN, CONTENT, END, CALLS_END),
     reasoning_reopens=True,
+    ignores_forced_open=True,
     detect=((CALL_BEGIN,),),
 )
 
