@@ -221,8 +221,17 @@ def _one_call(spec: FormatSpec, size: int) -> tuple[Message, str]:
     return _fit(spec, size, build)
 
 
+def _content_start(spec: FormatSpec) -> str:
+    """What a format writes before content: nothing, or the header of a content message where the
+    prompt opened the first one (Functionary v3.2's `all⏎`): the render of an empty message."""
+    return spec.render(Message())
+
+
 def worst_near_miss(spec: FormatSpec, size: int) -> str:
-    return "Looking at the markup: " + _repeat_to(near_miss(spec), size)
+    unit = near_miss(spec)
+    if any(opener in unit * 2 for opener in spec.call_openers):  # a short opener (`>>>`) forms again
+        unit += " "
+    return _content_start(spec) + "Looking at the markup: " + _repeat_to(unit, size)
 
 
 def worst_unclosed_envelope(spec: FormatSpec, size: int) -> str:
@@ -236,7 +245,7 @@ def worst_string_argument(spec: FormatSpec, size: int) -> str:
 
 
 def worst_whitespace(spec: FormatSpec, size: int) -> str:
-    return "Before the gap." + _repeat_to(" \n\t  \n", size) + "After the gap."
+    return _content_start(spec) + "Before the gap." + _repeat_to(" \n\t  \n", size) + "After the gap."
 
 
 # Fed in 4-character chunks, at `WORST_SIZES`; the 1-character-chunk case is built in the runner.

@@ -31,6 +31,16 @@ INEXPRESSIBLE: dict[str, str] = {
         "a value, and one region per call would need a close delimiter that also occurs inside arguments "
         "(the '}, {\"k\": {' between two one-key objects is valid JSON inside any argument)"
     ),
+    "olmo3": (
+        "calls are Python calls one per line with no list brackets; the only Python content parser "
+        "(python-call-list) reads one '[...]' list, and one region per line would need a close pattern "
+        "that also matches the newlines inside a call's string arguments"
+    ),
+    "minimax_m3": (
+        "parameters nest (elements holding elements, 'item' arrays, repeated keys as lists); the only "
+        "tag content parser (xml-inline) reads flat key/value tags, so a container's value would be its "
+        "inner markup as text"
+    ),
 }
 
 

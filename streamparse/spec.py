@@ -239,6 +239,7 @@ class MessageSpec:
     `lead`: ordinary text that, at the very start of the output, continues the generation prompt's
     open header (` to=` after harmony's `<|start|>assistant`), when a header opener follows it with
     no whitespace in between. A header longer than `header_limit` is not a header: its text is content.
+    `opened_by_prompt` and `openers_end_bodies`: below.
     """
 
     openers: tuple[str, ...]
@@ -248,6 +249,12 @@ class MessageSpec:
     call: Callable[[str], BodyKind]
     lead: str = ""
     header_limit: int = 512
+    # The output starts inside the first message's header: its opener ended the generation prompt
+    # (Functionary v3.2's `>>>`), so the header read from the first character has no opener.
+    opened_by_prompt: bool = False
+    # A header opener also ends the body before it (Functionary v3.2 has no terminators: a message
+    # runs to the next `>>>`); in a call's body the kind's scanner ends it there (outside JSON strings).
+    openers_end_bodies: bool = False
 
     @property
     def delimiters(self) -> tuple[str, ...]:
@@ -306,6 +313,13 @@ class FormatSpec:
     # The output always starts inside reasoning, whatever `thinking_forced_open` says: the model
     # never writes an opener (Apriel's reasoning runs to `[BEGIN FINAL RESPONSE]`).
     reasoning_always_open: bool = False
+    # A reasoning opener later in content opens reasoning again, up to its closer: the reasoning is the
+    # blocks joined in output order, and so is the content around them (Solar Open's later `<|think|>`
+    # message). Otherwise reasoning is read only at the start, and a later opener is content.
+    reasoning_reopens: bool = False
+    # `thinking_forced_open` is ignored: no prompt of the format ends inside reasoning (Solar Open's
+    # low-effort prompt writes an empty, closed think message; Decision 22 of the third wave).
+    ignores_forced_open: bool = False
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).

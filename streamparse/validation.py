@@ -628,6 +628,12 @@ class ToolSet:
         tool = self._tools._tools.get(name) if self._tools is not None else None
         return tool.typing if tool is not None else None
 
+    def parameters(self, name: str) -> Any:
+        """The parameters schema of tool `name` as given (nested tags are typed along its paths);
+        None when it is unknown or no tools were given."""
+        tool = self._tools._tools.get(name) if self._tools is not None else None
+        return tool.schema if tool is not None else None
+
     def known(self, name: str) -> bool:
         return self._tools is None or name in self._tools._tools
 

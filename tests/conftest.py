@@ -106,7 +106,7 @@ def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str,
 
 
 def _headers(text: str, fmt: str, tokens: list[streamparse.Token] | None) -> list[str]:
-    """Headed messages (gpt_oss): a header's text is framing (its channel and role words are not
+    """Headed messages (gpt_oss, functionary_v3_2): a header's text is framing (its channel and role words are not
     content): every stretch from a header opener (or the lead at the start) to the next header end or
     terminator. In token-aware mode only special tokens open and end them."""
     messages = get_format(fmt).messages
@@ -118,7 +118,8 @@ def _headers(text: str, fmt: str, tokens: list[streamparse.Token] | None) -> lis
                   else streamparse.Token(piece)
                   for piece in re.split(f"({'|'.join(map(re.escape, [*ends, *messages.openers]))})", text)]
     out: list[str] = []
-    in_header = bool(messages.lead) and text.startswith(messages.lead)
+    # The output starts in a header whose opener ended the prompt (`opened_by_prompt`), or in the lead.
+    in_header = messages.opened_by_prompt or (bool(messages.lead) and text.startswith(messages.lead))
     for token in tokens:
         piece = token.text if isinstance(token.text, str) else bytes(token.text).decode("utf-8", "replace")
         if token.special and piece in ends:

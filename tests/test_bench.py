@@ -156,7 +156,10 @@ def laid_out_outputs(draw: st.DrawFn, fmt: str) -> tuple[str, list[bool]]:
             call = streamparse.ToolCall("id", draw(_NAMES), draw(arguments(fmt)), "")
             # An anchored call (llama3_json, pythonic) is a call only where it stands (at the start, at
             # the end): elsewhere it is content, and its whitespace may be pending like any other.
-            pieces.append((streamparse.render(streamparse.Message(tool_calls=[call]), fmt).strip(), bool(spec.anchors)))
+            # (Functionary v3.1 has an anchor too, but renders this call in an envelope: a call where it stands.)
+            rendered = streamparse.render(streamparse.Message(tool_calls=[call]), fmt).strip()
+            enveloped = any(opener in rendered for envelope in spec.envelopes for opener in envelope.openers)
+            pieces.append((rendered, bool(spec.anchors) and not enveloped))
     text = "".join(piece for piece, _ in pieces)
     # Pieces must not join into a delimiter: the layout below is what the engine must see.
     for delimiter in delimiters:

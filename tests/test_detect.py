@@ -36,6 +36,9 @@ EXPECTED: dict[str, str | None] = {
     "NVIDIA-Nemotron-Nano-9B-v2.jinja": "nemotron",
     "c4ai-command-r7b-12-2024-tool_use.jinja": "command_r7b", "granite-3.3-2b-instruct.jinja": "granite",
     "granite-4.0-llamacpp.jinja": "hermes",
+    # Third wave (cases_wave3.json): the most specific markers win (Decision 24).
+    "Solar-Open-100B.jinja": "solar_open", "functionary-medium-v3.1.jinja": "functionary_v3_1",
+    "functionary-medium-v3.2.jinja": "functionary_v3_2",
 }
 # Third wave on the kinds we had (cases_wave3.json; Decision 24). Phi-4-mini's and the current
 # Hunyuan-A13B templates name no call marker: None, those formats are named explicitly.

@@ -98,6 +98,8 @@ def test_rejected_calls_are_reported_or_put_back_into_content(fmt: str) -> None:
     spec = get_format(fmt)
     lead_in = "" if not spec.anchors or any(a.trigger for a in spec.anchors) else spec.anchors[0].after[0]
     text = "Before. " + lead_in + call
+    if spec.messages is not None and spec.messages.opened_by_prompt:  # no text outside messages: a content message
+        text = wire(fmt, ("unknown_thing", {"q": "x"}), content="Before. ")
     reported = streamparse.parse(text, fmt, tools=TOOLS)
     assert reported.content == "Before." and [r.status for r in reported.rejected] == ["unknown_tool"]
     restored = streamparse.parse(text, fmt, tools=TOOLS, on_rejected="content")
@@ -112,10 +114,13 @@ def test_rejected_calls_are_reported_or_put_back_into_content(fmt: str) -> None:
 def test_a_call_longer_than_max_call_chars_is_rejected_and_the_stream_moves_on(fmt: str) -> None:
     big = wire(fmt, ("lookup", {"q": "x" * 5000}))
     small = wire(fmt, ("lookup", {"q": "y"}))
-    text = big + "\n" + small
+    messages = get_format(fmt).messages
+    # Where the prompt opens the first message (Functionary v3.2), the next one starts with the opener.
+    text = big + (messages.openers[0] if messages is not None and messages.opened_by_prompt else "\n") + small
     message = streamparse.parse(text, fmt, max_call_chars=1000, id_factory=ids)
     assert [r.status for r in message.rejected] == ["too_long"]
-    assert len(message.rejected[0].raw) <= 1000 + 40
+    # The raw text keeps the opener, the first 1000 characters of the body and the closer.
+    assert len(message.rejected[0].raw) <= 1000 + max(40, 2 * max(map(len, get_format(fmt).delimiters)))
     assert [(c.name, c.arguments) for c in message.tool_calls] == [("lookup", {"q": "y"})]
     for emit in ("validated", "progressive"):
         folded, streamed = run_stream([text[i:i + 7] for i in range(0, len(text), 7)], format=fmt,
@@ -127,7 +132,10 @@ def test_a_call_longer_than_max_call_chars_is_rejected_and_the_stream_moves_on(f
 def _calls_follow_special_tokens(fmt: str) -> bool:
     """Whether a rendered call is opened by a special token (pythonic lists are text patterns)."""
     spec = get_format(fmt)
-    return bool(spec.special) and (bool(spec.envelopes) or all(a.after for a in spec.anchors))
+    text = wire(fmt, ("lookup", {"q": "x"}))
+    found = sorted((text.find(opener), opener) for opener in spec.call_openers if opener in text)
+    opened_by_text = bool(found) and found[0][1] not in spec.special  # Functionary v3.1's `<function=`
+    return bool(spec.special) and (bool(spec.envelopes) or all(a.after for a in spec.anchors)) and not opened_by_text
 
 
 @pytest.mark.parametrize("fmt", [f for f in FORMAT_NAMES if _calls_follow_special_tokens(f)])

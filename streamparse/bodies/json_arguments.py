@@ -48,6 +48,7 @@ class JsonArguments:
 
     name: str
     closers: tuple[str, ...]
+    stops: tuple[str, ...] = ()  # end the body, left for the region after it (the next message's opener)
     tag: str = "the call"  # names the call in error messages
     unknown_tool_first: bool = False
 
@@ -57,7 +58,7 @@ class JsonArguments:
         return whole_value
 
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, read=self.value_reader)
+        return JsonAwareScanner(self.closers, self.stops, read=self.value_reader)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> ArgumentsStreamer:
         return ArgumentsStreamer(self.name, marks_of(scanner, TOP))

@@ -10,6 +10,9 @@ Rules, for every format of this kind:
 - a list cut off by the end of the output keeps its complete calls; the rest is `truncated`
   (the Nemo-list rule); a missing `]` alone is tolerated. `[]` holds no call. Text after the `]`
   (in an envelope that runs to a closer) is one rejection after the list's calls.
+- `lines` (OLMo 3): no brackets, one call per line, in an envelope that runs to a closer (`closers`);
+  a line that is not one keyword-literal call is rejected `invalid_json` on its own (its text is the
+  rejection's), and the other lines' calls stand; the last line cut off by the end is `truncated`.
 - `raw_single_quotes` (LFM2.5): strings in single quotes are read raw, as its template writes them
   (`python_literals`): they end at the next `'`, backslashes and newlines kept.
 
@@ -23,7 +26,7 @@ streamer walks the body once more and reads each call's text once, when its `)` 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from parsimonious.exceptions import ParseError
@@ -31,7 +34,7 @@ from parsimonious.nodes import Node
 
 from ..grammar import encodable, json_text, load_grammar
 from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, literal
-from ..scanning import ScanResult, WalkSource
+from ..scanning import ScanResult, TagScanner, WalkSource
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
@@ -129,16 +132,19 @@ class PythonicCalls:
     """The `pythonic` body kind. `grammar` names `formats/<grammar>.peg` (its `call` rule);
     `listed`: the calls are in a `[…]` list (else the body is one call); `name_suffix` is taken off
     each call's name and required (`.call` for Llama 3.1 built-ins); `tag` names the envelope in
-    error messages; `raw_single_quotes`: strings in single quotes are raw (LFM2.5)."""
+    error messages; `raw_single_quotes`: strings in single quotes are raw (LFM2.5); `lines`: one call
+    per line, no brackets, the envelope ending at one of `closers` (OLMo 3)."""
 
     grammar: str = "pythonic"
     tag: str = "the call list"
     listed: bool = True
     name_suffix: str = ""
     raw_single_quotes: bool = False
+    lines: bool = False
+    closers: tuple[str, ...] = ()
 
-    def scanner(self) -> BracketScanner:
-        return BracketScanner(self.raw_single_quotes)
+    def scanner(self) -> BracketScanner | TagScanner:
+        return TagScanner(self.closers) if self.lines else BracketScanner(self.raw_single_quotes)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> PythonicStreamer:
         return PythonicStreamer(self)
@@ -149,6 +155,8 @@ class PythonicCalls:
         if pos == len(body):
             status = INVALID_JSON if envelope.complete else TRUNCATED
             return [Rejection(status, [f"{self.tag} is empty"])]
+        if self.lines:
+            return self._lines(body, pos, envelope.complete)
         if self.listed:
             if not body.startswith("[", pos):
                 return [Rejection(INVALID_JSON, [f"{self.tag} does not start with '['"])]
@@ -183,6 +191,29 @@ class PythonicCalls:
             results.append(Rejection(INVALID_JSON, [f"unexpected text after a call at character {pos}: "
                                                     f"{body[pos:pos + 30]!r}"]))
             break
+        return results
+
+    def _lines(self, body: str, pos: int, complete: bool) -> list[CallResult]:
+        """One call per non-empty line (`lines`): a line that is not one call is a rejection of its own."""
+        rule = load_grammar(self.grammar, self.raw_single_quotes)["call"]
+        results: list[CallResult] = []
+        while pos < len(body):
+            try:
+                node = rule.match(body, pos)
+                end = node.end
+            except ParseError:
+                node, end = None, pos
+            line_end = body.find("\n", end)
+            line_end = len(body) if line_end < 0 else line_end
+            if node is not None and not body[end:line_end].strip():
+                result = self.read_call(node)
+                results.append(replace(result, raw=body[pos:end]) if isinstance(result, Rejection) else result)
+            elif line_end == len(body) and not complete:
+                results.append(Rejection(TRUNCATED, [f"the output ended inside {self.tag}"], body[pos:line_end]))
+            else:
+                line = body[pos:line_end]
+                results.append(Rejection(INVALID_JSON, [f"not one call on the line: {line.strip()[:30]!r}"], line))
+            pos = _SPACE.match(body, line_end).end()  # type: ignore[union-attr]
         return results
 
     def _after_list(self, body: str, pos: int, complete: bool, results: list[CallResult]) -> list[CallResult]:
@@ -230,12 +261,14 @@ class PythonicStreamer:
 
     def __init__(self, kind: PythonicCalls) -> None:
         self._kind = kind
-        self._level = 1 if kind.listed else 0  # bracket depth at which calls are written
+        self._level = 1 if kind.listed and not kind.lines else 0  # bracket depth at which calls are written
         self._walker = _Walker(kind.raw_single_quotes)
         self._between: list[str] = []  # text since the last call (or the start), before a `NAME(`
         self._call: list[str] = []  # text of the call being written, from its name on
         self._in_call = False
         self._k = 0
+        self._started = False  # the call being written was sent (`CallStart`)
+        self._line_used = False  # `lines`: the current line already holds text (its result is call `_k`)
 
     def feed(self, body: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -252,11 +285,17 @@ class PythonicStreamer:
                 head = "".join(self._between) + body[pos: match.start()]
                 self._between = []
                 cut = max(head.rfind(","), head.rfind("[")) + 1 if level else 0
+                fresh = True  # the call starts a result of its own
+                if self._kind.lines:
+                    cut, fresh = self._line_of(head)
                 self._in_call = True
+                self._started = False
                 self._call = [head[cut:], "("]
                 name = _name(head[cut:], self._kind.name_suffix)
-                if name is not None and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", name):
+                if fresh and name is not None and re.fullmatch(
+                        r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", name):
                     events.append(CallStart(self._k, name))
+                    self._started = True
             elif self._in_call:
                 self._call.append(body[pos:end])
                 if walker.depth == level:
@@ -265,18 +304,34 @@ class PythonicStreamer:
                 self._between.append(body[pos:end])
             pos = end
 
+    def _line_of(self, head: str) -> tuple[int, bool]:
+        """`lines`: the text before a call's `(` since the last call: each finished non-empty line was
+        one result. Where the call's own line starts in `head`, and whether the call begins that line."""
+        *finished, current = head.split("\n")
+        for line in finished:
+            if self._line_used or line.strip():
+                self._k += 1
+            self._line_used = False
+        fresh = not self._line_used
+        self._line_used = True
+        return len(head) - len(current), fresh
+
     def _close(self, events: list[StreamEvent]) -> None:
-        text = "".join(self._call)
+        """A call's `)` closed: its arguments are sent when it reads as a call (`lines`: when it was
+        started, the call alone making its line). Its result was call `_k`."""
+        text = "".join(self._call).strip()
         self._in_call = False
         self._call = []
-        try:
-            node = load_grammar(self._kind.grammar, self._kind.raw_single_quotes)["call"].match(text.strip())
-            result = self._kind.read_call(node) if node.end == len(text.strip()) else None
-        except (ParseError, RecursionError):
-            result = None
-        if isinstance(result, ParsedCall):
-            events.append(ArgumentsFragment(self._k, result.arguments_json))
-        self._k += 1
+        if not self._kind.lines or self._started:
+            try:
+                node = load_grammar(self._kind.grammar, self._kind.raw_single_quotes)["call"].match(text)
+                result = self._kind.read_call(node) if node.end == len(text) else None
+            except (ParseError, RecursionError):
+                result = None
+            if isinstance(result, ParsedCall):
+                events.append(ArgumentsFragment(self._k, result.arguments_json))
+        if not self._kind.lines:
+            self._k += 1
 
 
 @dataclass(frozen=True)

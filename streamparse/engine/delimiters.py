@@ -37,6 +37,10 @@ class DelimiterSets:
         self.spaced_openers = frozenset(o for e in spec.envelopes if e.after_space for o in e.openers)
         self.trailing_framing = frozenset(keep(list(spec.trailing_framing)))
         self.in_content = Delimiters([*self.call_openers.strings, *self.framing, *self.trailing_framing])
+        # `FormatSpec.reasoning_reopens`: the reasoning openers are searched in content too.
+        self.reopeners = frozenset(keep(list(closer_of)) if spec.reasoning_reopens else ())
+        if self.reopeners:
+            self.in_content = Delimiters([*self.in_content.strings, *self.reopeners])
         # Anchored envelopes (`FormatSpec.anchors`): the markers after which one may start, and the
         # characters that may start one anywhere in content, are searched in content too.
         self.anchor_marks = frozenset(keep([m for a in spec.anchors for m in a.after])
@@ -58,7 +62,8 @@ class DelimiterSets:
         outside = [*messages.openers, *messages.terminators] if messages else []
         self.message_outside = Delimiters(keep(outside))
         self.message_header = Delimiters(keep([*outside, messages.header_end] if messages else []))
-        self.message_body = Delimiters(keep(messages.terminators if messages else []))
+        ends = [*messages.terminators, *(messages.openers if messages.openers_end_bodies else ())] if messages else []
+        self.message_body = Delimiters(keep(ends))
         self._exclude = exclude
         self._reasoning: dict[tuple[str, ...], Delimiters] = {}
 

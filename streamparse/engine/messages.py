@@ -72,6 +72,10 @@ def _state(parser: StreamParser) -> MessageState:
 def read_outside(parser: StreamParser, text: str, pos: int) -> int:
     """Text between messages: content; stray terminators are framing; a header opener opens a header."""
     state = _state(parser)
+    if state.at_start and state.spec.opened_by_prompt:  # the prompt ended with the header's opener
+        state.at_start = False
+        _open_header(parser, "", pos, order=0)
+        return pos
     if state.at_start:
         lead = state.spec.lead
         if lead and text.startswith(lead, pos):
@@ -132,7 +136,7 @@ def read_header(parser: StreamParser, text: str, pos: int) -> int:
 
 
 def read_body(parser: StreamParser, text: str, pos: int) -> int:
-    """A reasoning or content body, streamed, up to a terminator."""
+    """A reasoning or content body, streamed, up to a terminator (or a header opener, `openers_end_bodies`)."""
     state = _state(parser)
     region = state.region
     assert region is not None
@@ -145,6 +149,8 @@ def read_body(parser: StreamParser, text: str, pos: int) -> int:
     parser._output.emit_text(region, text[pos: match.start()])
     parser._mode = OUTSIDE
     state.after_terminator = True
+    if match.group() not in state.spec.terminators:  # a header opener (`openers_end_bodies`): it opens the next
+        return match.start()
     return match.end()
 
 

@@ -125,7 +125,7 @@ class StreamParser:
         if spec.reasoning_always_open:
             self._forced = True
             self._output.reasoning.deferred = spec.forced_reasoning_needs_closer
-        if not spec.reasoning:  # a format without reasoning ignores thinking_forced_open
+        if not spec.reasoning or spec.ignores_forced_open:  # a format without reasoning ignores thinking_forced_open
             self._forced = False
         # Openers that count only after whitespace (`EnvelopeSpec.after_space`), and the character
         # before the text being read (the last one of the previous chunk's, "" at the start).
@@ -366,6 +366,8 @@ class StreamParser:
                 return self._anchored.at_mark(self, text, found, at, match.end())
             if self._answer_open and found == self._answer_closer:
                 self._answer_open = False
+            elif found in self._sets.reopeners:
+                self._enter_reasoning((self._closer_of[found],))
             elif found in self._sets.trailing_framing:
                 region.hold(found)  # framing if only whitespace follows it to the end; else content
             elif found in self._spaced and not (text[at - 1] if at else self._previous or " ").isspace():

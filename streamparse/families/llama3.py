@@ -15,7 +15,7 @@ from typing import Any
 from ..bodies.json_call import JsonCall
 from ..bodies.pythonic import CodeCall, PythonicCalls
 from ..spec import AnchorSpec, FormatSpec
-from ..types import Message
+from ..types import Message, ToolCall
 
 PYTHON_TAG = "<|python_tag|>"
 PYTHON_START, PYTHON_END = "<|python_start|>", "<|python_end|>"
@@ -78,12 +78,16 @@ def _literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def python_call(call: ToolCall) -> str:
+    """A call as Python writes it: `NAME(k=literal, …)`."""
+    return f"{call.name}({', '.join(f'{k}={_literal(v)}' for k, v in call.arguments.items())})"
+
+
 def render_pythonic(message: Message) -> str:
     """Content, then the calls as one Python list at the end of the output."""
     if not message.tool_calls:
         return message.content
-    calls = ", ".join(f"{c.name}({', '.join(f'{k}={_literal(v)}' for k, v in c.arguments.items())})"
-                      for c in message.tool_calls)
+    calls = ", ".join(map(python_call, message.tool_calls))
     return (message.content + "\n" if message.content else "") + f"[{calls}]"
 
 
