@@ -159,6 +159,8 @@ class EnvelopeSpec:
     # list, LFM2's `[]`) is framing: no call, no rejection. Otherwise it is rejected `invalid_json`
     # (`truncated` when the output ended inside it) as "no call in the envelope".
     no_call_is_framing: bool = False
+    # ... or content, verbatim (Phi-4-mini's `functools[]`: a word and an empty list, nothing to drop).
+    no_call_is_content: bool = False
     # The opener counts only at the start of the output or right after whitespace; anywhere else
     # its text is content (Phi-4-mini's `functools[`, a plain word).
     after_space: bool = False

@@ -35,8 +35,8 @@ def test_functools_opens_a_list_only_at_the_start_or_after_whitespace() -> None:
 
 
 def test_an_empty_list_is_no_call_and_text_after_the_list_is_content() -> None:
-    msg = both_modes("A functools[] B")
-    assert (msg.content, msg.tool_calls, msg.rejected) == ("A  B", [], [])
+    msg = both_modes("A functools[] B")  # no call: the text stays content, as written
+    assert (msg.content, msg.tool_calls, msg.rejected) == ("A functools[] B", [], [])
     msg = both_modes('functools[{"name": "f", "arguments": {}}] Done.')
     assert (msg.content, named_calls(msg)) == ("Done.", [("f", {})])
 

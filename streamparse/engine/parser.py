@@ -154,10 +154,10 @@ class StreamParser:
                 self._received += len(text)
                 self._view = text
                 pos = self._envelope_result(envelope, text, 0, result)
+                if self._spaced and pos:
+                    self._previous = text[pos - 1]  # before what `_run` reads (it may hold all of it back)
                 if pos < len(text):
                     self._run(text[pos:])
-                elif self._spaced:
-                    self._note_previous(text)
                 return self._output.take()
             self._run(text)
             return self._output.take()
@@ -604,7 +604,9 @@ class StreamParser:
             results = [Rejection(TOO_LONG, [
                 f"the call was {envelope.length} characters long, more than max_call_chars={self._max_call_chars}; "
                 "raw holds its first max_call_chars characters"])]
-        if not results and not (envelope.spec.no_call_is_framing and not envelope.too_long):
+        if not results and envelope.spec.no_call_is_content and not envelope.too_long:
+            self._output.emit_text(self._region_of(self._return_mode), finished.raw)
+        elif not results and not (envelope.spec.no_call_is_framing and not envelope.too_long):
             results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
         self._settler.settle(results, finished, envelope.position)
         if envelope.wrapped and self._wrapper is not None:

@@ -2,7 +2,7 @@
 followed by a JSON list of `{"name", "arguments"}`, which ends where the list ends.
 
 `functools[` opens the list only at the start of the output or after whitespace; `functools`
-anywhere else is content; `functools[]` is no call; text after the list is content (FORMATS.md,
+anywhere else is content; `functools[]` is no call (it stays content); text after the list is content (FORMATS.md,
 third wave, Decision 19). No reasoning, no ids.
 """
 
@@ -31,7 +31,7 @@ PHI4_MINI = FormatSpec(
     aliases=(),
     reasoning=(),
     # The `[` is the start of the list the body reads.
-    envelopes=(EnvelopeSpec(openers=(OPENER,), body=BODY, no_call_is_framing=True, after_space=True, body_lead=1),),
+    envelopes=(EnvelopeSpec(openers=(OPENER,), body=BODY, no_call_is_content=True, after_space=True, body_lead=1),),
     render=render,
     # The Phi-4-mini template names no call marker: the format is named explicitly (Decision 24).
 )
