@@ -247,7 +247,21 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     model = opts.model or (path.name if path.is_dir() else path.parent.name if generic else path.stem)
     print(f"streamparse serve: {opts.format} format, model {model!r}, upstream {opts.upstream}, "
           f"on http://{opts.host}:{opts.port}/v1", file=sys.stderr, flush=True)
-    config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout)
+    if template.tokenizer_file is None and not opts.text_prompt:
+        raise UsageError(f"no tokenizer.json beside --chat-template {opts.chat_template}: the proxy sends prompts "
+                         "as token ids so that request text can never become a control token; give the model "
+                         "directory holding tokenizer.json, or pass --text-prompt (prompts sent as text: open to "
+                         "special-token injection)")
+    try:
+        if not opts.text_prompt and template.tokenizer is not None:
+            print(f"streamparse serve: prompts sent as token ids ({template.tokenizer_file})", file=sys.stderr)
+    except (OSError, ValueError, ImportError) as error:
+        raise UsageError(f"cannot load {template.tokenizer_file}: {error}") from None
+    if opts.text_prompt:
+        print("streamparse serve: --text-prompt: prompts sent as text, open to special-token injection",
+              file=sys.stderr)
+    config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
+                          opts.text_prompt)
     serve(config, opts.host, opts.port, opts.log_level)
     return 0
 
@@ -268,6 +282,9 @@ def _add_serve(commands: Any) -> None:
                            help="the key(s) reasoning is sent under (default both: reasoning_content and reasoning)")
     serve_cmd.add_argument("--upstream-timeout", type=float, default=600.0,
                            help="seconds to wait for the upstream's next bytes (default 600)")
+    serve_cmd.add_argument("--text-prompt", action="store_true",
+                           help="send the rendered prompt as text, not token ids (needed without a tokenizer.json; "
+                                "open to special-token injection: request text can become control tokens)")
     serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_option_flags(serve_cmd)
     # The format comes from the template unless given; on_rejected depends on --emit (see _cmd_serve).

@@ -2,8 +2,10 @@
 
 Per request: render the prompt with the model's chat template, call the upstream's completions
 endpoint, read its text through `streamparse.openai` (one `StreamParser` per choice) and answer in
-OpenAI's chat format. The proxy does no tokenization: the upstream must return special tokens as
-text (`skip_special_tokens: false` is sent for vLLM and SGLang). Needs the `server` extra.
+OpenAI's chat format. With the model's `tokenizer.json` the prompt goes upstream as token ids in
+which request text never holds a control token (`ChatTemplate.encode`); `text_prompt` sends text.
+The upstream must return special tokens as text (`skip_special_tokens: false` is sent for vLLM and
+SGLang). Needs the `server` extra.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class ServerConfig:
     model: str = "streamparse"          # the name in /v1/models and in answers when a request names none
     reasoning_field: ReasoningField = "both"
     upstream_timeout: float = 600.0     # seconds without a byte from the upstream before giving up
+    text_prompt: bool = False           # send the prompt as text even with a tokenizer (open to injection)
 
 
 class RequestError(Exception):
@@ -119,10 +122,7 @@ def _prepare(config: ServerConfig, body: Any) -> _Prepared:
     if not isinstance(kwargs, dict):
         raise RequestError(400, "'chat_template_kwargs' must be an object")
     template_tools = None if tool_choice == "none" else tools
-    try:
-        prompt = config.template.render([_reasoning_both_ways(m) for m in messages], template_tools, True, **kwargs)
-    except TemplateRenderError as error:
-        raise RequestError(400, f"the chat template rejected the request: {error}") from None
+    prompt, prompt_ids = _render_prompt(config, [_reasoning_both_ways(m) for m in messages], template_tools, kwargs)
     try:  # the tool schemas are checked and compiled here (a list seen before is reused), before anything is sent
         options = config.options.with_changes(prompt=prompt)
         if tool_choice == "none":  # nothing was offered: a call the model writes anyway comes back as text
@@ -136,7 +136,8 @@ def _prepare(config: ServerConfig, body: Any) -> _Prepared:
     stream_options = body.get("stream_options") or {}
     include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
     upstream_body = {key: value for key, value in body.items() if key not in _CHAT_KEYS}
-    upstream_body.update(model=body.get("model") or config.model, prompt=prompt, stream=stream,
+    upstream_body.update(model=body.get("model") or config.model, prompt=prompt if prompt_ids is None else prompt_ids,
+                         stream=stream,
                          skip_special_tokens=False)
     if "max_completion_tokens" in body and "max_tokens" not in body:
         upstream_body["max_tokens"] = body["max_completion_tokens"]
@@ -145,6 +146,23 @@ def _prepare(config: ServerConfig, body: Any) -> _Prepared:
     if stream:
         upstream_body["stream_options"] = {"include_usage": True}
     return _Prepared(stream, include_usage, str(body.get("model") or config.model), options, upstream_body)
+
+
+def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: list[Any] | None,
+                   kwargs: dict[str, Any]) -> tuple[str, list[int] | None]:
+    """The prompt text, and its token ids when the template has a tokenizer (and not `text_prompt`):
+    request text is encoded with no control tokens (`ChatTemplate.encode`)."""
+    template = config.template
+    tokenizer = None if config.text_prompt else template.tokenizer
+    try:
+        if tokenizer is None:
+            return template.render(messages, tools, True, **kwargs), None
+        parts = template.render_parts(messages, tools, True, **kwargs)
+        return "".join(part.text for part in parts), tokenizer.encode_parts(parts)
+    except TemplateRenderError as error:
+        raise RequestError(400, f"the chat template rejected the request: {error}") from None
+    except ValueError as error:  # the tokenizer's vocabulary reaches a control token from ordinary text
+        raise RequestError(400, f"the prompt cannot be tokenized safely: {error}") from None
 
 
 async def _upstream_chunks(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:

@@ -40,7 +40,8 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "streamparse", "serve", "--upstream", upstream_url, "--chat-template",
-             str(template), "--port", str(self.port), "--ids", "ordinal", "--log-level", "warning", *flags],
+             str(template), "--port", str(self.port), "--ids", "ordinal", "--log-level", "warning", *flags,
+             *(() if "--token-prompt" in flags else ("--text-prompt",))],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
         while True:
