@@ -41,7 +41,8 @@ class Server:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "streamparse", "serve", "--upstream", upstream_url, "--chat-template",
              str(template), "--port", str(self.port), "--ids", "ordinal", "--log-level", "warning", *flags,
-             *(() if "--token-prompt" in flags else ("--text-prompt",))],
+             *(() if ((template if template.is_dir() else template.parent) / "tokenizer.json").is_file()
+               else ("--text-prompt",))],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
         while True:
