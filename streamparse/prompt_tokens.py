@@ -2,8 +2,8 @@
 becomes a control token.
 
 Added tokens (special or not: DeepSeek's `<｜User｜>` is a non-special added token) are matched only
-inside template parts, as `tokenizers` matches them (longest first, `lstrip`/`rstrip` taking the
-whitespace beside them). The text between two template-owned added tokens — template and request
+inside template parts, by the model's tokenizer itself (its offsets say where). The text between
+two template-owned added tokens — template and request
 text together, so merges across a part boundary are the ones the model was trained on — is encoded
 by a second tokenizer built from the same JSON with no added tokens. For a request whose text holds
 no control token the ids are those of `tokenizer.encode(prompt, add_special_tokens=False)`; decoding
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,12 +38,6 @@ class PromptTokenizer:
         self.added_ids = frozenset(int(token["id"]) for token in added)
         self.special_ids = frozenset(int(token["id"]) for token in added if token.get("special"))
         self.control_tokens = frozenset(str(token["content"]) for token in added)
-        self._ids = {str(token["content"]): int(token["id"]) for token in added}
-        alternatives = []
-        for token in sorted(added, key=lambda t: len(t["content"]), reverse=True):
-            alternatives.append((r"\s*" if token.get("lstrip") else "") + f"(?P<t{token['id']}>"
-                                + re.escape(token["content"]) + ")" + (r"\s*" if token.get("rstrip") else ""))
-        self._pattern = re.compile("|".join(alternatives)) if alternatives else None
 
     def _text_ids(self, text: str) -> list[int]:
         if not text:
@@ -61,16 +54,20 @@ class PromptTokenizer:
         ids: list[int] = []
         pending: list[str] = []  # text since the last template-owned added token
         for part in parts:
-            if part.from_request or self._pattern is None:
+            if part.from_request or not self.added_ids:
                 pending.append(part.text)
                 continue
             position = 0
-            for match in self._pattern.finditer(part.text):
-                pending.append(part.text[position:match.start()])
-                ids += self._text_ids("".join(pending))
-                pending = []
-                ids.append(self._ids[match.group(match.lastgroup or "")])
-                position = match.end()
+            # The model's own tokenizer finds the added tokens of template text (its matching, in Rust:
+            # longest first, lstrip/rstrip and normalized flags as the upstream would apply them).
+            encoding = self.tokenizer.encode(part.text, add_special_tokens=False)
+            for token_id, (begin, stop) in zip(encoding.ids, encoding.offsets, strict=True):
+                if token_id in self.added_ids:
+                    pending.append(part.text[position:begin])
+                    ids += self._text_ids("".join(pending))
+                    pending = []
+                    ids.append(token_id)
+                    position = stop
             pending.append(part.text[position:])
         ids += self._text_ids("".join(pending))
         return ids
