@@ -51,31 +51,41 @@ Path = str
 Marker = Callable[[str, str], str]  # (path, text) -> the text as the template gets it
 
 
-def _walk_strings(value: Any, path: Path, out: list[tuple[Path, str]], free_keys: bool) -> None:
+def _child_keys(free_keys: bool | None, key: Any) -> bool | None:
+    """Whether a child's keys are the request's names: `None` at every depth (argument objects), else
+    only the direct keys of a schema's `properties`-like map."""
+    return None if free_keys is None else key in _NAMED_MAPS
+
+
+def _walk_strings(value: Any, path: Path, out: list[tuple[Path, str, bool]], free_keys: bool | None,
+                  under_enum: bool = False) -> None:
+    """Every string `_rebuild` can mark: (path, text, is an enumeration, so never marked)."""
     if isinstance(value, str):
-        out.append((path, value))
+        out.append((path, value, under_enum))
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            if free_keys and isinstance(key, str):
-                out.append((f"{path}.<key {key!r}>", key))
-            _walk_strings(item, f"{path}.{key}", out, free_keys or key in _NAMED_MAPS)
+            if free_keys is not False and isinstance(key, str):
+                out.append((f"{path}.<key {key!r}>", key, False))
+            _walk_strings(item, f"{path}.{key}", out, _child_keys(free_keys, key),
+                          under_enum or (free_keys is False and key in ENUM_KEYS))
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            _walk_strings(item, f"{path}[{i}]", out, False)
+            _walk_strings(item, f"{path}[{i}]", out, None if free_keys is None else False, under_enum)
 
 
-def _rebuild(value: Any, path: Path, mark: Marker, free_keys: bool, under_enum: bool) -> Any:
+def _rebuild(value: Any, path: Path, mark: Marker, free_keys: bool | None, under_enum: bool) -> Any:
     if isinstance(value, str):
         return value if under_enum else mark(path, value)
     if isinstance(value, Mapping):
         rebuilt = {}
         for key, item in value.items():
-            new_key = mark(f"{path}.<key {key!r}>", key) if free_keys and isinstance(key, str) else key
-            rebuilt[new_key] = _rebuild(item, f"{path}.{key}", mark, free_keys or key in _NAMED_MAPS,
-                                        under_enum or key in ENUM_KEYS)
+            new_key = mark(f"{path}.<key {key!r}>", key) if free_keys is not False and isinstance(key, str) else key
+            rebuilt[new_key] = _rebuild(item, f"{path}.{key}", mark, _child_keys(free_keys, key),
+                                        under_enum or (free_keys is False and key in ENUM_KEYS))
         return rebuilt
     if isinstance(value, (list, tuple)):
-        return [_rebuild(item, f"{path}[{i}]", mark, False, under_enum) for i, item in enumerate(value)]
+        return [_rebuild(item, f"{path}[{i}]", mark, None if free_keys is None else False, under_enum)
+                for i, item in enumerate(value)]
     return value
 
 
@@ -132,33 +142,32 @@ def _rebuild_message(message: Mapping[str, Any], path: Path, mark: Marker) -> di
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict) and isinstance(function.get("arguments"), dict):
             original = message["tool_calls"][i]["function"]["arguments"]
-            function["arguments"] = _rebuild(original, f"{path}.tool_calls[{i}].function.arguments", mark, True,
+            function["arguments"] = _rebuild(original, f"{path}.tool_calls[{i}].function.arguments", mark, None,
                                              False)
     return rebuilt
 
 
-def _all_strings(inputs: Mapping[str, Any]) -> list[tuple[Path, str]]:
-    out: list[tuple[Path, str]] = []
+def _all_strings(inputs: Mapping[str, Any]) -> list[tuple[Path, str, bool]]:
+    out: list[tuple[Path, str, bool]] = []
     for name, value in inputs.items():
         if name == "messages":
             for i, message in enumerate(value):
-                _walk_strings(message, f"messages[{i}]", out, False)
+                for key, item in message.items():
+                    if key != "tool_calls":
+                        _walk_strings(item, f"messages[{i}].{key}", out, False, key in ENUM_KEYS)
                 for j, call in enumerate(message.get("tool_calls") or []):
+                    path = f"messages[{i}].tool_calls[{j}]"
                     function = call.get("function") if isinstance(call, Mapping) else None
                     if isinstance(function, Mapping) and isinstance(function.get("arguments"), dict):
-                        for key in _keys(function["arguments"]):
-                            out.append((f"messages[{i}].tool_calls[{j}].function.arguments.<key {key!r}>", key))
+                        _walk_strings({k: v for k, v in call.items() if k != "function"}, path, out, False)
+                        _walk_strings({k: v for k, v in function.items() if k != "arguments"}, f"{path}.function",
+                                      out, False)
+                        _walk_strings(function["arguments"], f"{path}.function.arguments", out, None)
+                    else:
+                        _walk_strings(call, path, out, False)
         elif value is not None:
             _walk_strings(value, name, out, False)
     return out
-
-
-def _keys(value: Any) -> list[str]:
-    if isinstance(value, Mapping):
-        return [k for k in value if isinstance(k, str)] + [k for v in value.values() for k in _keys(v)]
-    if isinstance(value, (list, tuple)):
-        return [k for v in value for k in _keys(v)]
-    return []
 
 
 def _marker_pair(texts: Sequence[str]) -> tuple[str, str]:
@@ -167,10 +176,6 @@ def _marker_pair(texts: Sequence[str]) -> tuple[str, str]:
         if chr(code) not in used and chr(code + 1) not in used:
             return chr(code), chr(code + 1)
     raise TemplateRenderError("the request uses every private-use character of plane 15; it cannot be marked")
-
-
-def _is_enum(path: Path) -> bool:
-    return any(segment.split("[", 1)[0] in ENUM_KEYS for segment in path.split("."))
 
 
 def _first_token(text: str, tokens: Collection[str]) -> str | None:
@@ -210,15 +215,15 @@ def render_parts(render: Callable[..., str], messages: Sequence[Mapping[str, Any
     when a request string holding one of them cannot be kept apart (see the module docstring)."""
     inputs = _inputs(messages, tools, kwargs)
     strings = _all_strings(inputs)
-    for path, text in strings:
-        if _is_enum(path) and (token := _first_token(text, control_tokens)) is not None:
+    for path, text, enum in strings:
+        if enum and (token := _first_token(text, control_tokens)) is not None:
             raise ControlTokenError(path, token, "the template compares this field as a fixed value")
-    start, end = _marker_pair([text for _, text in strings] + [template_text])
+    start, end = _marker_pair([text for _, text, _ in strings] + [template_text])
 
-    def go(marked_paths: Callable[[Path], bool]) -> str:
+    def go(marked_texts: Callable[[str], bool]) -> str:
         def mark(path: Path, text: str) -> str:
             core = text.strip()
-            if not core or not marked_paths(path):
+            if not core or not marked_texts(text):
                 return text
             lead = text[:len(text) - len(text.lstrip())]
             return f"{lead}{start}{core}{end}{text[len(lead) + len(core):]}"
@@ -226,20 +231,21 @@ def render_parts(render: Callable[..., str], messages: Sequence[Mapping[str, Any
         return render(prepared["messages"], prepared["tools"], add_generation_prompt,
                       **prepared["chat_template_kwargs"])
 
-    plain = go(lambda path: False)
+    plain = go(lambda text: False)
 
     def faithful(marked: str) -> bool:
         return marked.replace(start, "").replace(end, "") == plain
 
-    marked = go(lambda path: True)
+    marked = go(lambda text: True)
     if not faithful(marked):
-        markable = [path for path, text in strings if text.strip() and not _is_enum(path)]
-        diverging = {path for path in markable if not faithful(go(path.__eq__))}
-        marked = go(lambda path: path not in diverging)
+        # A text is marked everywhere or nowhere: a template may compare two request strings
+        # (a call's id with a result's tool_call_id, a property name with `required`).
+        markable = {text for _, text, enum in strings if text.strip() and not enum}
+        diverging = {text for text in markable if not faithful(go(text.__eq__))}
+        marked = go(lambda text: text not in diverging)
         if not faithful(marked):
-            diverging = set(markable)
-            marked = plain
-        for path, text in strings:
-            if path in diverging and (token := _first_token(text, control_tokens)) is not None:
+            diverging, marked = markable, plain
+        for path, text, _ in strings:
+            if text in diverging and (token := _first_token(text, control_tokens)) is not None:
                 raise ControlTokenError(path, token, "the chat template branches on this text")
     return _split(marked, start, end)
