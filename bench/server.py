@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         _wait(f"http://127.0.0.1:{upstream_port}/health", upstream)
         proxy = subprocess.Popen([sys.executable, "-m", "streamparse", "serve", "--upstream",
                                   f"http://127.0.0.1:{upstream_port}/v1", "--chat-template", str(TEMPLATE),
-                                  "--port", str(proxy_port), "--log-level", "warning"],
+                                  "--port", str(proxy_port), "--log-level", "warning", "--text-prompt"],
                                  cwd=ROOT, stderr=subprocess.DEVNULL)
         _wait(f"http://127.0.0.1:{proxy_port}/health", proxy)
         result = asyncio.run(_measure(f"http://127.0.0.1:{upstream_port}/v1", f"http://127.0.0.1:{proxy_port}/v1",

@@ -7,6 +7,8 @@ by one incremental engine from format declarations; any chunking gives the same 
 
 from __future__ import annotations
 
+from typing import Any
+
 from .api import astream, parse, render, stream
 from .detect import detect_format, thinking_forced_open
 from .engine import StreamParser
@@ -36,3 +38,15 @@ __all__ = [
     "thinking_forced_open",
 ]
 __version__ = "0.1.0"
+
+_LAZY = {"ChatTemplate": "chat_template", "TemplateRenderError": "chat_template", "PromptPart": "prompt_marking",
+         "ControlTokenError": "prompt_marking"}
+
+
+def __getattr__(name: str) -> Any:
+    """`ChatTemplate` and its companions, imported on first use (they need jinja2, the server extra)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'streamparse' has no attribute {name!r}")

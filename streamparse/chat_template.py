@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import jinja2.ext
@@ -30,6 +30,10 @@ import jinja2.nodes
 import jinja2.parser
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+if TYPE_CHECKING:
+    from .prompt_marking import PromptPart
+    from .prompt_tokens import PromptTokenizer
 
 __all__ = ["Capabilities", "CapabilityError", "ChatTemplate", "TemplateRenderError", "load_chat_template"]
 
@@ -251,6 +255,45 @@ class ChatTemplate:
     source: str | tuple[tuple[str, str], ...]
     special_tokens: Mapping[str, str] = field(default_factory=dict)
     origin: str = "<string>"
+    tokenizer_file: str | None = None   # the tokenizer.json beside the template, when there is one
+
+    def __post_init__(self) -> None:
+        # ChatTemplate(path): a .jinja file, a tokenizer_config.json or a model directory, as load_chat_template
+        source: Any = self.source
+        if isinstance(source, os.PathLike) or (isinstance(source, str) and "{" not in source
+                                                and "\n" not in source and Path(source).exists()):
+            loaded = load_chat_template(source)
+            for name in ("source", "special_tokens", "origin", "tokenizer_file"):
+                object.__setattr__(self, name, getattr(loaded, name))
+
+    @cached_property
+    def tokenizer(self) -> PromptTokenizer | None:
+        """The model's tokenizer (from `tokenizer_file`), or None when there is none."""
+        if self.tokenizer_file is None:
+            return None
+        from .prompt_tokens import PromptTokenizer
+
+        return PromptTokenizer(self.tokenizer_file)
+
+    def render_parts(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+                     add_generation_prompt: bool = True, **kwargs: Any) -> list[PromptPart]:
+        """`render`'s prompt cut into the spans the template wrote and those the request brought
+        (`streamparse.prompt_marking`). Raises `ControlTokenError` (a `TemplateRenderError`) when a
+        request string holding control-token text cannot be kept apart from the template's own."""
+        from .prompt_marking import render_parts
+
+        tokenizer = self.tokenizer
+        control = tokenizer.control_tokens if tokenizer is not None else frozenset(self.special_tokens.values())
+        return render_parts(self.render, messages, tools, add_generation_prompt, kwargs, control, self.text)
+
+    def encode(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+               add_generation_prompt: bool = True, **kwargs: Any) -> list[int]:
+        """The prompt as the model's token ids: control tokens only where the template wrote them."""
+        tokenizer = self.tokenizer
+        if tokenizer is None:
+            raise ValueError(f"chat template {self.origin} has no tokenizer.json beside it: encode needs the "
+                             "model directory's tokenizer.json")
+        return tokenizer.encode_parts(self.render_parts(messages, tools, add_generation_prompt, **kwargs))
 
     @cached_property
     def _compiled(self) -> dict[str, jinja2.Template]:
@@ -470,7 +513,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def load_chat_template(path: str | os.PathLike[str]) -> ChatTemplate:
     """The chat template at `path`: a `.jinja` file, a `tokenizer_config.json` / `chat_template.json`,
-    or a model directory holding one (`chat_template.jinja` first, as transformers does).
+    or a model directory holding one (`chat_template.jinja` first, as transformers does); with the
+    `tokenizer.json` beside it when there is one.
     Raises `OSError` when nothing can be read, `ValueError` when what is there holds no template."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
@@ -494,4 +538,5 @@ def load_chat_template(path: str | os.PathLike[str]) -> ChatTemplate:
             raise ValueError(f"{path} has no 'chat_template'")
     else:
         source = path.read_text(encoding="utf-8")
-    return ChatTemplate(source, tokens, str(path))
+    tokenizer_file = folder / "tokenizer.json"
+    return ChatTemplate(source, tokens, str(path), str(tokenizer_file) if tokenizer_file.is_file() else None)

@@ -246,8 +246,21 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     print(f"streamparse serve: the template {template.capabilities.summary()}", file=sys.stderr, flush=True)
     if opts.max_upstream_line < 1024:
         raise UsageError("--max-upstream-line must be at least 1024 bytes")
+    if template.tokenizer_file is None and not opts.text_prompt:
+        raise UsageError(f"no tokenizer.json beside --chat-template {opts.chat_template}: the proxy sends prompts "
+                         "as token ids so that request text can never become a control token; give the model "
+                         "directory holding tokenizer.json, or pass --text-prompt (prompts sent as text: open to "
+                         "special-token injection)")
+    try:
+        if not opts.text_prompt and template.tokenizer is not None:
+            print(f"streamparse serve: prompts sent as token ids ({template.tokenizer_file})", file=sys.stderr)
+    except (OSError, ValueError, ImportError) as error:
+        raise UsageError(f"cannot load {template.tokenizer_file}: {error}") from None
+    if opts.text_prompt:
+        print("streamparse serve: --text-prompt: prompts sent as text, open to special-token injection",
+              file=sys.stderr)
     config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
-                          max_upstream_line=opts.max_upstream_line)
+                          text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line)
     serve(config, opts.host, opts.port, opts.log_level)
     return 0
 
@@ -345,6 +358,9 @@ def _add_serve(commands: Any) -> None:
     serve_cmd.add_argument("--max-upstream-line", type=int, default=1 << 20, metavar="BYTES",
                            help="the longest upstream event line (and error body) read, in bytes; a longer "
                                 "line ends the stream with an error event (default 1048576, 1 MiB)")
+    serve_cmd.add_argument("--text-prompt", action="store_true",
+                           help="send the rendered prompt as text, not token ids (needed without a tokenizer.json; "
+                                "open to special-token injection: request text can become control tokens)")
     serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_option_flags(serve_cmd)
     # The format comes from the template unless given; on_rejected depends on --emit (see _cmd_serve).

@@ -2,8 +2,10 @@
 
 Per request: render the prompt with the model's chat template, call the upstream's completions
 endpoint, read its text through `streamparse.openai` (one `StreamParser` per choice) and answer in
-OpenAI's chat format. The proxy does no tokenization: the upstream must return special tokens as
-text (`skip_special_tokens: false` is sent for vLLM and SGLang). Needs the `server` extra.
+OpenAI's chat format. With the model's `tokenizer.json` the prompt goes upstream as token ids in
+which request text never holds a control token (`ChatTemplate.encode`); `text_prompt` sends text.
+The upstream must return special tokens as text (`skip_special_tokens: false` is sent for vLLM and
+SGLang). Needs the `server` extra.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class ServerConfig:
     reasoning_field: ReasoningField = "both"
     upstream_timeout: float = 600.0     # seconds without a byte from the upstream before giving up
     max_upstream_line: int = 1 << 20    # bytes in one upstream SSE line (and an error body): more is an error
+    text_prompt: bool = False           # send the prompt as text even with a tokenizer (open to injection)
 
 
 class RequestError(Exception):
@@ -108,12 +111,7 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
     tool_choice = body.get("tool_choice") or "auto"
     kwargs = body.get("chat_template_kwargs") or {}
     template_tools = None if tool_choice == "none" else tools
-    try:
-        prompt = config.template.render(messages, template_tools, True, **kwargs)
-    except CapabilityError as error:
-        raise RequestError(400, f"the chat template cannot render {error.capability}: {error}") from None
-    except TemplateRenderError as error:
-        raise RequestError(400, f"the chat template rejected the request: {error}") from None
+    prompt, prompt_ids = _render_prompt(config, messages, template_tools, kwargs)
     try:  # the tool schemas are checked and compiled here (a list seen before is reused), before anything is sent
         options = config.options.with_changes(prompt=prompt)
         if tool_choice == "none":  # nothing was offered: a call the model writes anyway comes back as text
@@ -126,7 +124,8 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
     stream = body.get("stream") is True
     include_usage = (body.get("stream_options") or {}).get("include_usage") is True
     upstream_body = {key: value for key, value in body.items() if key not in _CHAT_KEYS}
-    upstream_body.update(model=body.get("model") or config.model, prompt=prompt, stream=stream,
+    upstream_body.update(model=body.get("model") or config.model, prompt=prompt if prompt_ids is None else prompt_ids,
+                         stream=stream,
                          skip_special_tokens=False)
     if "max_completion_tokens" in body and "max_tokens" not in body:
         upstream_body["max_tokens"] = body["max_completion_tokens"]
@@ -136,6 +135,25 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
         upstream_body["stream_options"] = {"include_usage": True}
     model = str(body.get("model") or config.model)
     return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body)
+
+
+def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: list[Any] | None,
+                   kwargs: dict[str, Any]) -> tuple[str, list[int] | None]:
+    """The prompt text, and its token ids when the template has a tokenizer (and not `text_prompt`):
+    request text is encoded with no control tokens (`ChatTemplate.encode`)."""
+    template = config.template
+    tokenizer = None if config.text_prompt else template.tokenizer
+    try:
+        if tokenizer is None:
+            return template.render(messages, tools, True, **kwargs), None
+        parts = template.render_parts(messages, tools, True, **kwargs)
+        return "".join(part.text for part in parts), tokenizer.encode_parts(parts)
+    except CapabilityError as error:
+        raise RequestError(400, f"the chat template cannot render {error.capability}: {error}") from None
+    except TemplateRenderError as error:
+        raise RequestError(400, f"the chat template rejected the request: {error}") from None
+    except ValueError as error:  # the tokenizer's vocabulary reaches a control token from ordinary text
+        raise RequestError(400, f"the prompt cannot be tokenized safely: {error}") from None
 
 
 async def _lines(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:

@@ -35,7 +35,9 @@ TEMPLATES = CASES.parent
 def serve_argv(upstream_url: str, template: Path, port: int, *flags: str) -> list[str]:
     """The one place the serve command line of the end-to-end tests is built."""
     return [sys.executable, "-m", "streamparse", "serve", "--upstream", upstream_url, "--chat-template",
-            str(template), "--port", str(port), "--ids", "ordinal", "--log-level", "warning", *flags]
+            str(template), "--port", str(port), "--ids", "ordinal", "--log-level", "warning", *flags,
+            *(() if ((template if template.is_dir() else template.parent) / "tokenizer.json").is_file()
+              else ("--text-prompt",))]
 
 
 class Server:

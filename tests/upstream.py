@@ -14,7 +14,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ class Upstream:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self.decode: Callable[[list[int]], str] | None = None  # reads a token-id prompt (for its [[key]])
 
     def script(self, key: str, script: Script) -> str:
         self.scripts[key] = script
@@ -79,7 +80,10 @@ class Upstream:
     def app(self) -> Starlette:
         async def completions(request: Request) -> Response:
             body = await request.json()
-            found = _KEY.search(str(body.get("prompt", "")))
+            prompt = body.get("prompt", "")
+            if self.decode is not None and isinstance(prompt, list) and all(isinstance(i, int) for i in prompt):
+                prompt = self.decode(prompt)
+            found = _KEY.search(str(prompt))
             key = found.group(1) if found else ""
             self.requests.setdefault(key, []).append(body)
             script = self.scripts.get(key)
