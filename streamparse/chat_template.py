@@ -17,7 +17,7 @@ import copy
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -284,7 +284,8 @@ class ChatTemplate:
 
         tokenizer = self.tokenizer
         control = tokenizer.control_tokens if tokenizer is not None else frozenset(self.special_tokens.values())
-        return render_parts(self.render, messages, tools, add_generation_prompt, kwargs, control, self.text)
+        return render_parts(self.render, messages, tools, add_generation_prompt, kwargs, control, self.text,
+                            arguments_as_objects=self.capabilities.arguments == "object")
 
     def encode(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
                add_generation_prompt: bool = True, **kwargs: Any) -> list[int]:
@@ -352,6 +353,9 @@ class ChatTemplate:
     def capabilities(self) -> Capabilities:
         """What this template renders (see `Capabilities`), found once by rendering probes."""
         self._compiled  # noqa: B018 (a template that does not compile fails here, not as "renders nothing")
+        if self.missing_special_tokens:  # a bare .jinja: probe as if they were given, so the answer is the template's
+            placeholders = {name: f"<{name}>" for name in self.missing_special_tokens}
+            return replace(self, special_tokens={**self.special_tokens, **placeholders}).capabilities
         user = {"role": "user", "content": "askzq"}
         # Call ids of 9 letters and digits: the Mistral templates refuse any other.
         one = [_probe_call("alphazq", "zqcallid1", "argzq1")]
@@ -400,6 +404,19 @@ class ChatTemplate:
                                                **self.special_tokens)
         except Exception:  # a probe: whatever the template did with raw parts, it did not render them
             return ""
+
+    @cached_property
+    def missing_special_tokens(self) -> frozenset[str]:
+        """The special tokens (`bos_token`, `eos_token`, ...) the template reads and nothing gave it: a bare
+        `.jinja` with no tokenizer_config.json or special_tokens_map.json beside it. Rendering then fails
+        where the template prints one; `streamparse serve` refuses to start (`--special-token NAME=TEXT`)."""
+        return frozenset(name for name in self._free_variables() & set(_SPECIAL_TOKEN_KEYS)
+                         if name not in self.special_tokens)
+
+    def _free_variables(self) -> frozenset[str]:
+        env = _environment()
+        named = self.source if isinstance(self.source, tuple) else (("default", self.source),)
+        return frozenset().union(*(jinja2.meta.find_undeclared_variables(env.parse(text)) for _, text in named))
 
     def _kwargs_read(self) -> frozenset[str]:
         env = _environment()

@@ -244,6 +244,11 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     print(f"streamparse serve: {opts.format} format, model {model!r}, upstream {opts.upstream}, "
           f"on http://{opts.host}:{opts.port}/v1", file=sys.stderr, flush=True)
     print(f"streamparse serve: the template {template.capabilities.summary()}", file=sys.stderr, flush=True)
+    if template.missing_special_tokens:
+        print(f"streamparse serve: warning: the template reads {', '.join(sorted(template.missing_special_tokens))} "
+              "and nothing beside it defines them (no tokenizer_config.json or special_tokens_map.json): they "
+              "render empty, and requests where the template joins them to text fail; give the model directory "
+              "or --special-token NAME=TEXT", file=sys.stderr, flush=True)
     if opts.max_upstream_line < 1024:
         raise UsageError("--max-upstream-line must be at least 1024 bytes")
     if template.tokenizer_file is None and not opts.text_prompt:

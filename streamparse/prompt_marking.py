@@ -115,8 +115,9 @@ def _arguments_as_objects(messages: Sequence[Mapping[str, Any]]) -> list[dict[st
 
 
 def _inputs(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None,
-            kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"messages": _arguments_as_objects(messages), "tools": list(tools) if tools else None,
+            kwargs: Mapping[str, Any], arguments_as_objects: bool) -> dict[str, Any]:
+    return {"messages": _arguments_as_objects(messages) if arguments_as_objects else list(messages),
+            "tools": list(tools) if tools else None,
             "chat_template_kwargs": dict(kwargs)}
 
 
@@ -208,12 +209,14 @@ def _split(marked: str, start: str, end: str) -> list[PromptPart]:
 
 def render_parts(render: Callable[..., str], messages: Sequence[Mapping[str, Any]],
                  tools: Sequence[Mapping[str, Any]] | None, add_generation_prompt: bool,
-                 kwargs: Mapping[str, Any], control_tokens: Collection[str], template_text: str = ""
-                 ) -> list[PromptPart]:
+                 kwargs: Mapping[str, Any], control_tokens: Collection[str], template_text: str = "",
+                 arguments_as_objects: bool = True) -> list[PromptPart]:
     """The prompt `render(messages, tools, add_generation_prompt, **kwargs)` gives, cut into parts.
     `control_tokens`: the texts of the vocabulary's special and added tokens. Raises `ControlTokenError`
-    when a request string holding one of them cannot be kept apart (see the module docstring)."""
-    inputs = _inputs(messages, tools, kwargs)
+    when a request string holding one of them cannot be kept apart (see the module docstring).
+    `arguments_as_objects`: the template iterates tool-call arguments (JSON text is parsed, its keys and
+    values marked one by one); False for a template that prints them as the text sent (marked whole)."""
+    inputs = _inputs(messages, tools, kwargs, arguments_as_objects)
     strings = _all_strings(inputs)
     for path, text, enum in strings:
         if enum and (token := _first_token(text, control_tokens)) is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,14 @@ def test_serve_refuses_a_template_that_does_not_compile_at_start(tmp_path: Path)
                            "--chat-template", str(tmp_path / "broken.jinja"), "--format", "hermes"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "does not compile" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_bare_template_is_probed_as_if_its_special_tokens_were_given_and_says_which_are_missing() -> None:
+    # Mistral Nemo joins eos_token to text: without tokenizer_config.json beside it every probe used to
+    # fail, and the capabilities said it renders no tool calls at all.
+    bare = ChatTemplate(TEMPLATES / "Mistral-Nemo-Instruct-2407.jinja")
+    assert bare.missing_special_tokens == {"bos_token", "eos_token"}
+    assert bare.capabilities.tool_calls and bare.capabilities.tools
+    given = replace(bare, special_tokens={"bos_token": "<s>", "eos_token": "</s>"})
+    assert not given.missing_special_tokens
+    assert given.capabilities == bare.capabilities
