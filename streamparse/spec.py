@@ -276,6 +276,9 @@ class FormatSpec:
     # Markers that are framing wherever they occur in content and are dropped (Command R7B's
     # `<|START_RESPONSE|>` / `<|END_RESPONSE|>`): content is the text around them, joined.
     framing: tuple[str, ...] = ()
+    # The `framing` markers are dropped inside reasoning too (Kimi K3's response channel tags:
+    # framing wherever they appear). Otherwise reasoning keeps them as text.
+    framing_in_reasoning: bool = False
     # The output is a sequence of headed messages whose headers route their bodies (gpt-oss harmony):
     # the engine reads it with its message readers (`engine/messages.py`) instead of the start reader.
     messages: MessageSpec | None = None

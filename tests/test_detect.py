@@ -36,6 +36,10 @@ EXPECTED = {
     "NVIDIA-Nemotron-Nano-9B-v2.jinja": "nemotron",
     "c4ai-command-r7b-12-2024-tool_use.jinja": "command_r7b", "granite-3.3-2b-instruct.jinja": "granite",
     "granite-4.0-llamacpp.jinja": "hermes",
+    # Third wave (cases_wave3.json).
+    "Kimi-K3.jinja": "kimi_k3",
+    "gemma-4-31B-it.jinja": "gemma4", "gemma-4-31B-it-2026-04-04.jinja": "gemma4",
+    "gemma-4-31B-it-interleaved.jinja": "gemma4",
 }
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral",
                 "mistral_call_id": "mistral", "mistral_args": "mistral"}

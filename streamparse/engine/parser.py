@@ -353,6 +353,8 @@ class StreamParser:
             self._output.release(region)
             self._mode = _CONTENT
             self._answer_expected = bool(self._answer_opener)
+        elif found in self._sets.framing:  # `FormatSpec.framing_in_reasoning`: dropped
+            pass
         elif self._calls_end_reasoning:
             # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus).
             region.drop_pending()

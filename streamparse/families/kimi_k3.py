@@ -123,6 +123,7 @@ KIMI_K3 = FormatSpec(
     untyped_values=True,
     calls_end_reasoning=True,
     framing=FRAMING,
+    framing_in_reasoning=True,
     detect=((OPEN, SEP),),
 )
 
