@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+import regex  # type: ignore[import-untyped]
+
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..registry import get_format
 from ..scanning import ScanResult, hold_merged
@@ -122,6 +124,9 @@ class StreamParser:
         self._plain_body = not self._progressive and self._max_call_chars is None and not require_special
         # Envelopes recognised by position and pattern (`FormatSpec.anchors`, `anchors.py`).
         self._anchored = Anchors(spec) if spec.anchors else None
+        # `FormatSpec.reasoning_lead`: framing after a reasoning opener, matched once it was read.
+        self._lead = regex.compile(spec.reasoning_lead) if spec.reasoning_lead else None
+        self._lead_pending = False
         if not spec.reasoning:  # a format without reasoning ignores thinking_forced_open
             self._forced = False
 
@@ -292,6 +297,7 @@ class StreamParser:
         opener = openers.starting(text, pos)
         if opener is not None:
             self._enter_reasoning((self._closer_of[opener],) if not self._forced else self._all_reasoning_closers)
+            self._lead_pending = self._lead is not None
             return pos + len(opener)
         if openers.is_prefix(text, pos):
             return self._hold(text, pos)
@@ -311,6 +317,14 @@ class StreamParser:
         """Content or reasoning, up to the next delimiter it may hold."""
         in_content = self._mode == _CONTENT
         region = self._output.content if in_content else self._output.reasoning
+        if self._lead_pending and not in_content:
+            lead = self._lead.match(text, pos, partial=True)  # type: ignore[union-attr]
+            if lead.partial:
+                return self._hold(text, pos)
+            self._lead_pending = False
+            pos = lead.end()
+            if pos == len(text):
+                return pos
         if self._absorb:
             match = _NON_SPACE.search(text, pos)
             if match is None:
