@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import regex  # type: ignore[import-untyped]
 from hypothesis import settings
 
 import streamparse
@@ -87,6 +88,21 @@ def _nonspace(text: str) -> Counter[str]:
     return Counter(c for c in text if not c.isspace())
 
 
+def _reasoning_leads(text: str, fmt: str) -> Counter[str]:
+    """The characters of the framing a format reads after its reasoning openers (`reasoning_lead`)."""
+    spec = get_format(fmt)
+    found: Counter[str] = Counter()
+    if spec.reasoning_lead:
+        lead = regex.compile(spec.reasoning_lead)
+        for opener, _ in spec.reasoning:
+            at = text.find(opener)
+            while at >= 0:
+                match = lead.match(text, at + len(opener))
+                found += _nonspace(match.group() if match is not None else "")
+                at = text.find(opener, at + 1)
+    return found
+
+
 def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str,
                         tokens: list[streamparse.Token] | None = None) -> None:
     """Characters missing from the output can only be those of delimiters in the input (and, for
@@ -100,6 +116,7 @@ def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str,
             allowed[char] += count * text.count(delimiter)
     for header in _headers(text, fmt, tokens):
         allowed += _nonspace(header)
+    allowed += _reasoning_leads(text, fmt)
     assert not missing - allowed, f"lost {missing - allowed} of {text!r}"
 
 

@@ -319,12 +319,13 @@ class StreamParser:
         region = self._output.content if in_content else self._output.reasoning
         if self._lead_pending and not in_content:
             lead = self._lead.match(text, pos, partial=True)  # type: ignore[union-attr]
-            if lead.partial:
+            if lead is not None and lead.partial:
                 return self._hold(text, pos)
             self._lead_pending = False
-            pos = lead.end()
-            if pos == len(text):
-                return pos
+            if lead is not None:
+                pos = lead.end()
+                if pos == len(text):
+                    return pos
         if self._absorb:
             match = _NON_SPACE.search(text, pos)
             if match is None:
