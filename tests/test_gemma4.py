@@ -126,3 +126,27 @@ def test_render_writes_what_the_template_writes() -> None:
     text = streamparse.render(message, FMT)
     assert text == (f"<|channel>thought\nR<channel|><|tool_call>call:f{{a:{{y:{Q}s{Q},z:true}},b:[1,None],"
                     f"k y:0.75}}<tool_call|>Done.")
+
+
+def test_the_fast_reader_reads_as_the_grammar_does() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from parsimonious.exceptions import ParseError
+
+    from streamparse.bodies.object_literal import _VISITOR, _Reader
+    from streamparse.grammar import load_grammar
+
+    pieces = st.sampled_from(["{", "}", "[", "]", ",", ":", " ", "a", "k y", Q, "1", "-0.5", "1e3", "2.",
+                              "true", "None", "nul", "x<", "\n"])
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(pieces, max_size=14))
+    def check(parts: list[str]) -> None:
+        body = "call:f{" + "".join(parts)
+        try:
+            expected = _VISITOR.visit(load_grammar(FMT).parse(body))
+        except (ParseError, RecursionError):
+            expected = None
+        assert _Reader(FMT).call(body) == expected
+
+    check()
