@@ -94,6 +94,8 @@ def test_framing_of_channels_and_turn_ends() -> None:
     assert read("<|channel>thought<channel|>Hi.<turn|>").content == "Hi."
     message = read("<|channel>thought\nplan\n<channel|>Hi.<|channel>thought\n<channel|> there<channel|>")
     assert (message.reasoning, message.content) == ("plan", "Hi. there")
+    # A second opener right after the first is framing.
+    assert read("<|channel>thought\n<|channel>thought\nplan<channel|>Hi.").reasoning == "plan"
     # Any other later <|channel> block is content (its closer is framing, as a stray one is).
     assert read("Hi <|channel>thought\nx<channel|>").content == "Hi <|channel>thought\nx"
     message = read(call("f", "{}") + "Done.<|tool_response>")

@@ -318,14 +318,13 @@ class StreamParser:
         in_content = self._mode == _CONTENT
         region = self._output.content if in_content else self._output.reasoning
         if self._lead_pending and not in_content:
-            lead = self._lead.match(text, pos, partial=True)  # type: ignore[union-attr]
-            if lead is not None and lead.partial:
-                return self._hold(text, pos)
+            lead = self._lead
+            if lead.fullmatch(text, pos, partial=True) is not None:  # type: ignore[union-attr]
+                return self._hold(text, pos)  # all of it is (a prefix of) the lead: the next text decides
             self._lead_pending = False
-            if lead is not None:
-                pos = lead.end()
-                if pos == len(text):
-                    return pos
+            found = lead.match(text, pos)  # type: ignore[union-attr]
+            if found is not None:
+                pos = found.end()
         if self._absorb:
             match = _NON_SPACE.search(text, pos)
             if match is None:

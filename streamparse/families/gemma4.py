@@ -56,7 +56,9 @@ GEMMA4 = FormatSpec(
     name="gemma4",
     aliases=("gemma",),
     reasoning=((CHANNEL, CHANNEL_END),),
-    reasoning_lead=r"thought\n?",  # the channel name and one newline after it are framing
+    # The channel name and one newline after it are framing; so is a second opener right after the
+    # first (with its own name).
+    reasoning_lead=r"thought\n?(?:<\|channel>(?:thought\n?)?)?",
     envelopes=(EnvelopeSpec(openers=(CALL,), body=BODY),),
     render=render,
     reserved=(QUOTE, CHANNEL),
