@@ -7,7 +7,8 @@ The grammar reads the body once; its visitor turns the rules into values: `strin
 `number` (an int, or a float with `.` or an exponent), `word` (`true`, `false`, `null`/`None`),
 `object` (a repeated key keeps its last value), `array`. The values are written, not retyped by
 the schema. In progressive mode a call starts (id and name) when its header is read; its arguments
-are sent whole when it closes (an object literal is not JSON: no prefix of it is `arguments_json`).
+are sent whole when it closes: a repeated key keeps its last value (Decision 3), so a later member
+may change any text already sent (as for glm45's `repeated_key_last_wins`).
 """
 
 from __future__ import annotations
