@@ -41,6 +41,16 @@ INEXPRESSIBLE: dict[str, str] = {
         "tag content parser (xml-inline) reads flat key/value tags, so a container's value would be its "
         "inner markup as text"
     ),
+    "gemma4": (
+        "the arguments are an object literal (bare keys, strings between <|\"|> tokens, None), not JSON: no "
+        "content parser reads it (json needs JSON, python-call-list reads calls, xml-inline and kv-lines "
+        "are flat), and a regex cannot find the matching '}' of nested objects"
+    ),
+    "kimi_k3": (
+        "each argument's type attribute says how its body is read (string: the text; number, object, ...: "
+        "JSON), and xml-inline applies one value_parser to every tag; the json element holding the whole "
+        "arguments object is a second body shape a call field cannot choose between"
+    ),
 }
 
 

@@ -328,6 +328,17 @@ def typed_json(text: str, schema: Any) -> Typed:
     return (text if value is _NOT_JSON else value), None
 
 
+def json_or_text(text: str) -> Typed:
+    """A value whose writer declared it JSON (Kimi K3 `type="number"`): the JSON, whitespace around
+    it ignored, kept as parsed whatever the schema says; else the text, as written (the schema check
+    then decides). With its JSON text as in `typed`."""
+    stripped = text.strip()
+    value = _strict_json(stripped)
+    if value is _NOT_JSON or value is _TOO_DEEP:
+        return text, None
+    return value, (stripped if type(value) is dict or type(value) is list else None)
+
+
 def property_schema(tool_schema: Any, name: str) -> Any:
     """The schema of parameter `name` in a tool's parameters schema, or None when not named.
 

@@ -296,6 +296,13 @@ class FormatSpec:
     # Markers that are framing only at the end of the output (after them only whitespace): GigaChat's
     # stop token `<|message_sep|>`, left in by a server. Followed by other text they are content, verbatim.
     trailing_framing: tuple[str, ...] = ()
+    # The `framing` markers are dropped inside reasoning too (Kimi K3's response channel tags:
+    # framing wherever they appear). Otherwise reasoning keeps them as text.
+    framing_in_reasoning: bool = False
+    # A regular expression (the `regex` module, matched with `partial=True`) of framing right after a
+    # reasoning opener at the start: Gemma 4's channel name and one newline (`thought\n?` after
+    # `<|channel>`). Held back only while the text could still become it; keep it bounded.
+    reasoning_lead: str = ""
     # The output is a sequence of headed messages whose headers route their bodies (gpt-oss harmony):
     # the engine reads it with its message readers (`engine/messages.py`) instead of the start reader.
     messages: MessageSpec | None = None

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import regex  # type: ignore[import-untyped]
 from hypothesis import settings
 
 import streamparse
@@ -89,6 +90,21 @@ def _nonspace(text: str) -> Counter[str]:
     return Counter(c for c in text if not c.isspace())
 
 
+def _reasoning_leads(text: str, fmt: str) -> Counter[str]:
+    """The characters of the framing a format reads after its reasoning openers (`reasoning_lead`)."""
+    spec = get_format(fmt)
+    found: Counter[str] = Counter()
+    if spec.reasoning_lead:
+        lead = regex.compile(spec.reasoning_lead)
+        for opener, _ in spec.reasoning:
+            at = text.find(opener)
+            while at >= 0:
+                match = lead.match(text, at + len(opener))
+                found += _nonspace(match.group() if match is not None else "")
+                at = text.find(opener, at + 1)
+    return found
+
+
 def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str,
                         tokens: list[streamparse.Token] | None = None) -> None:
     """Characters missing from the output can only be those of delimiters in the input (and, for
@@ -102,6 +118,7 @@ def assert_nothing_lost(text: str, message: streamparse.Message, fmt: str,
             allowed[char] += count * text.count(delimiter)
     for header in _headers(text, fmt, tokens):
         allowed += _nonspace(header)
+    allowed += _reasoning_leads(text, fmt)
     assert not missing - allowed, f"lost {missing - allowed} of {text!r}"
 
 
@@ -169,7 +186,7 @@ def shared_cases(fmt: str) -> list[dict[str, object]]:
     """The real-template cases of one format (streamparse's name) from every cases file; none
     when `../shared` is not beside the checkout."""
     found: list[dict[str, object]] = []
-    for name in ("cases.json", "cases_new_families.json", "cases_more.json"):
+    for name in ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json"):
         path = SHARED / "templates" / name
         if path.exists():
             found += [case for case in json.loads(path.read_text()) if case["format"] == fmt]

@@ -39,6 +39,10 @@ EXPECTED: dict[str, str | None] = {
     # Third wave (cases_wave3.json): the most specific markers win (Decision 24).
     "Solar-Open-100B.jinja": "solar_open", "functionary-medium-v3.1.jinja": "functionary_v3_1",
     "functionary-medium-v3.2.jinja": "functionary_v3_2",
+    # Third wave (cases_wave3.json).
+    "Kimi-K3.jinja": "kimi_k3",
+    "gemma-4-31B-it.jinja": "gemma4", "gemma-4-31B-it-2026-04-04.jinja": "gemma4",
+    "gemma-4-31B-it-interleaved.jinja": "gemma4",
 }
 # Third wave on the kinds we had (cases_wave3.json; Decision 24). Phi-4-mini's and the current
 # Hunyuan-A13B templates name no call marker: None, those formats are named explicitly.

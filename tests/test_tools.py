@@ -220,8 +220,9 @@ def test_typing_reads_top_level_branches_refs_and_nullable(fmt: str) -> None:
     arguments = {"path": "03106", "opts": {"deep": True}, "count": 5, "flag": None, "mode": "null"}
     message = outcome(wire(fmt, arguments), fmt, TYPED)
     assert statuses(message) == ["accepted"]
-    # DSML writes string values with string="true": a string whenever the schema allows one (FORMATS.md)
-    mode = "null" if fmt == "deepseek_v3_2" else None
+    # DSML writes string values with string="true", Kimi K3 with type="string": a string whenever the
+    # schema allows one (FORMATS.md)
+    mode = "null" if fmt in ("deepseek_v3_2", "kimi_k3") else None
     assert message.tool_calls[0].arguments == {"path": "03106", "opts": {"deep": True}, "count": 5, "flag": None,
                                                "mode": mode}
 

@@ -48,7 +48,7 @@ from parsimonious.exceptions import ParseError
 from parsimonious.expressions import Literal, Regex
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..grammar import json_text, load_grammar
+from ..grammar import json_text, load_grammar, strict_loads
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..schema_typing import Typed, property_schema, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
@@ -103,6 +103,19 @@ class TaggedParams:
     repeated_key_last_wins: bool = False
     # What ends the call's head (named in the rejection of a head that does not end).
     head_closer: str = ">"
+    # Attribute values (the call's and the parameters' names) decode `&quot;` and `&amp;` (Kimi K3
+    # escapes exactly these two in attributes; values are never unescaped).
+    unescape_attributes: bool = False
+    # An element holding the whole arguments object as JSON instead of parameters: its opening tag
+    # (its head is the grammar's `json_head`) and its closing tag (Kimi K3's `<|open|>json …`).
+    json_element: tuple[str, str] | None = None
+
+    def name_of(self, match: Any) -> str:
+        """The `name` group of a call or parameter header, stripped (and unescaped when declared)."""
+        name = _name(match)
+        if self.unescape_attributes and "&" in name:
+            return name.replace("&quot;", '"').replace("&amp;", "&")
+        return name
 
     def scanner(self) -> XmlEnvelopeScanner:
         """A fresh scanner for one call body of this dialect."""
@@ -138,7 +151,8 @@ def _escaped(text: str) -> str:
 
 
 def _flag(match: Any) -> str | None:
-    """The header's `string` group (DSML's `string="true"`), or None."""
+    """The header's typing attribute, group `string` or `type` (DSML's `string="true"`, Kimi K3's
+    `type="number"`), or None."""
     number = _groups(match.re)[1] if match is not None else 0
     return match.group(number) if number else None
 
@@ -151,10 +165,10 @@ def _name(match: Any) -> str:
 
 @cache
 def _groups(pattern: Any) -> tuple[int, int, int]:
-    """The numbers of a header regex's groups `name`, `string` and `closed` (0 for one it lacks):
-    the `regex` module finds a group by name slowly (a micro-second a call), by number at once."""
+    """The numbers of a header regex's groups `name`, `string` (or `type`) and `closed` (0 for one it
+    lacks): the `regex` module finds a group by name slowly (a micro-second a call), by number at once."""
     index = pattern.groupindex
-    return index["name"], index.get("string", 0), index.get("closed", 0)
+    return index["name"], index.get("string", index.get("type", 0)), index.get("closed", 0)
 
 
 class XmlEnvelopeScanner:
@@ -322,6 +336,10 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
     grammar = load_grammar(dialect.grammar)
     body = envelope.body
     read = _read_call(dialect.grammar, body)  # None also when the call's head does not match
+    if read is None and dialect.json_element is not None:
+        whole = _json_element_call(dialect, grammar, envelope)
+        if whole is not None:
+            return whole
     if read is None and grammar["call_head"].re.match(body) is None:
         if not envelope.complete:
             return cut
@@ -337,14 +355,14 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
         return [Rejection(INVALID_JSON, [f"unexpected text at character {pos}: {body[pos:pos + 30]!r}"])]
     if not envelope.complete and not (params[-1][2] if params else _head_closed(head)):
         return cut
-    name = _name(head)
+    name = dialect.name_of(head)
     if not name:
         return [Rejection(INVALID_JSON, [f"{dialect.call_tag} has no function name"])]
     schema = tools.schema(name)
     arguments: dict[str, Any] = {}
     written: dict[str, str | None] = {}  # each value's JSON text as the model wrote it, or None
     for param_head, raw, closed in params:
-        key = _name(param_head)
+        key = dialect.name_of(param_head)
         if not key:
             return [Rejection(INVALID_JSON, ["a parameter has no name"], name=name)]
         if key in arguments and not dialect.repeated_key_last_wins:
@@ -357,6 +375,38 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
             text = raw
         arguments[key], written[key] = dialect.value_of(text, _flag(param_head), property_schema(schema, key))
     return [ParsedCall(name, arguments, _arguments_json(arguments, written))]
+
+
+def _json_element_call(dialect: TaggedParams, grammar: Any, envelope: Envelope) -> list[CallResult] | None:
+    """A call whose arguments are one JSON element (`json_element`): the object as written, which
+    must be the call's only element; None when the body holds no such element after its head."""
+    assert dialect.json_element is not None
+    opener, closer = dialect.json_element
+    body = envelope.body
+    head = grammar["call_head"].re.match(body)
+    ws = _whitespace_run(grammar["ws"].re)
+    at = ws.match(body, head.end()).end() if head is not None else -1
+    if head is None or not body.startswith(opener, at):
+        return None
+    name = dialect.name_of(head)
+    json_head = grammar["json_head"].re.match(body, at + len(opener))
+    end = body.find(closer, json_head.end()) if json_head is not None else -1
+    if end < 0 and not envelope.complete:
+        return [Rejection(TRUNCATED, [f"the output ended inside the arguments of {dialect.call_tag}"], name=name)]
+    if end < 0 or ws.match(body, end + len(closer)).end() != len(body):
+        return [Rejection(INVALID_JSON, ["the arguments element must be the call's only element, closed by "
+                                         f"{closer}"], name=name)]
+    assert json_head is not None
+    text = body[json_head.end():end].strip()
+    try:
+        arguments = strict_loads(text)
+    except ValueError as error:
+        return [Rejection(INVALID_JSON, [f"the arguments are not JSON: {error}"], name=name)]
+    if type(arguments) is not dict:
+        return [Rejection(INVALID_JSON, ["the arguments are not one JSON object"], name=name)]
+    if not name:
+        return [Rejection(INVALID_JSON, [f"{dialect.call_tag} has no function name"])]
+    return [ParsedCall(name, arguments, text)]
 
 
 def _arguments_json(arguments: dict[str, Any], written: dict[str, str | None]) -> str:
@@ -457,7 +507,7 @@ class XmlCallStreamer:
         return match.end() - back  # what follows the header is read again
 
     def _call_started(self, match: Any, events: list[StreamEvent]) -> None:
-        name = _name(match) if match is not None else ""
+        name = self._dialect.name_of(match) if match is not None else ""
         if not name:
             self._state = _DONE
             return
@@ -470,7 +520,7 @@ class XmlCallStreamer:
         self._state = _BETWEEN
 
     def _param_started(self, match: Any, events: list[StreamEvent]) -> None:
-        key = _name(match) if match is not None else ""
+        key = self._dialect.name_of(match) if match is not None else ""
         if not key or (key in self._keys and not self._dialect.repeated_key_last_wins):
             self._state = _DONE
             return

@@ -57,6 +57,7 @@ class DelimiterSets:
         # Openers searched inside reasoning: every call opener when calls are extracted from it, else
         # those the format declares as ending unclosed reasoning (`FormatSpec.calls_end_reasoning`).
         self._in_reasoning = tuple(openers) if extract or spec.calls_end_reasoning else ()
+        self._reasoning_framing = tuple(self.framing) if spec.framing_in_reasoning else ()
         # Headed messages (`FormatSpec.messages`): what the text outside messages, a header and a body search.
         messages = spec.messages
         outside = [*messages.openers, *messages.terminators] if messages else []
@@ -71,7 +72,8 @@ class DelimiterSets:
         found = self._reasoning.get(closers)
         if found is None:
             extra = self._in_reasoning if self.call_openers else ()
-            found = self._reasoning[closers] = Delimiters([c for c in closers if c not in self._exclude] + [*extra])
+            found = self._reasoning[closers] = Delimiters([c for c in closers if c not in self._exclude] + [*extra]
+                                                          + [*self._reasoning_framing])
         return found
 
 

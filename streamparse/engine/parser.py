@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+import regex  # type: ignore[import-untyped]
+
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..registry import get_format
 from ..scanning import ScanResult, hold_merged
@@ -125,6 +127,9 @@ class StreamParser:
         if spec.reasoning_always_open:
             self._forced = True
             self._output.reasoning.deferred = spec.forced_reasoning_needs_closer
+        # `FormatSpec.reasoning_lead`: framing after a reasoning opener, matched once it was read.
+        self._lead = regex.compile(spec.reasoning_lead) if spec.reasoning_lead else None
+        self._lead_pending = False
         if not spec.reasoning or spec.ignores_forced_open:  # a format without reasoning ignores thinking_forced_open
             self._forced = False
         # Openers that count only after whitespace (`EnvelopeSpec.after_space`), and the character
@@ -309,6 +314,7 @@ class StreamParser:
         opener = openers.starting(text, pos)
         if opener is not None:
             self._enter_reasoning((self._closer_of[opener],) if not self._forced else self._all_reasoning_closers)
+            self._lead_pending = self._lead is not None
             return pos + len(opener)
         if openers.is_prefix(text, pos):
             return self._hold(text, pos)
@@ -328,6 +334,14 @@ class StreamParser:
         """Content or reasoning, up to the next delimiter it may hold."""
         in_content = self._mode == _CONTENT
         region = self._output.content if in_content else self._output.reasoning
+        if self._lead_pending and not in_content:
+            lead = self._lead
+            if lead.fullmatch(text, pos, partial=True) is not None:  # type: ignore[union-attr]
+                return self._hold(text, pos)  # all of it is (a prefix of) the lead: the next text decides
+            self._lead_pending = False
+            found = lead.match(text, pos)  # type: ignore[union-attr]
+            if found is not None:
+                pos = found.end()
         if self._absorb:
             match = _NON_SPACE.search(text, pos)
             if match is None:
@@ -379,6 +393,8 @@ class StreamParser:
             self._output.release(region)
             self._mode = _CONTENT
             self._answer_expected = bool(self._answer_opener)
+        elif found in self._sets.framing:  # `FormatSpec.framing_in_reasoning`: dropped
+            pass
         elif self._calls_end_reasoning:
             # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus). Reasoning
             # that had to close to be reasoning (`forced_reasoning_needs_closer`) was the answer.

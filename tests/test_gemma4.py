@@ -1,0 +1,154 @@
+"""Google Gemma 4 (`gemma4`): the format and its Decisions (FORMATS.md, third wave 1, 3, 4), by example.
+
+Every example goes through `read`: `parse()` checked against streaming it in both emit modes, 1
+and 5 characters at a time (chunk splits inside every `<|…|>` marker and inside the `<|"|>` token).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES, agreeing, shared_cases
+
+import streamparse
+from streamparse import Message, Token, parse
+
+FMT = "gemma4"
+TOOLS = json.loads((FIXTURES / FMT / "tools.json").read_text())
+Q = '<|"|>'
+
+
+def call(name: str, args: str, close: str = "<tool_call|>") -> str:
+    return f"<|tool_call>call:{name}{args}{close}"
+
+
+def read(text: str, **options: object) -> Message:
+    return agreeing(text, FMT, sizes=(1, 5), **options)
+
+
+def named(message: Message) -> list[tuple[str, dict[str, object]]]:
+    return [(c.name, c.arguments) for c in message.tool_calls]
+
+
+def statuses(message: Message) -> list[str]:
+    return [r.status for r in message.rejected]
+
+
+@pytest.mark.parametrize("case", shared_cases(FMT), ids=lambda c: f"{c['template']}:{c['case']}")
+def test_every_real_render_reads_as_the_template_wrote_it(case: dict) -> None:
+    message = read(case["output"], tools=case["tools"])
+    expected = case["expected"]
+    assert message.content == (expected["content"] or "").strip()
+    assert message.reasoning == (expected["reasoning"] or "").strip()
+    assert named(message) == [(c["name"], c["arguments"]) for c in expected["tool_calls"]]
+    assert message.rejected == []
+
+
+def test_values_of_every_kind() -> None:
+    args = (f"{{s:{Q}a \\n \"b\" {{x}}, y:1{Q},t:true,f:false,n:None,m:null,i:-12,x:0.5,e:1e-05,"
+            f"d:108.,big:1.5e10,l:[1,{Q}two{Q},[]],o:{{{Q}quoted key{Q}:{{}}, bare key :2,}},}}")
+    message = read(call("f", args))
+    assert named(message) == [("f", {"s": 'a \\n "b" {x}, y:1', "t": True, "f": False, "n": None, "m": None,
+                                     "i": -12, "x": 0.5, "e": 1e-05, "d": 108.0, "big": 1.5e10,
+                                     "l": [1, "two", []], "o": {"quoted key": {}, "bare key": 2}})]
+    assert isinstance(message.tool_calls[0].arguments["d"], float)
+
+
+def test_a_repeated_key_keeps_the_last_value_and_values_are_not_retyped() -> None:
+    message = read(call("get_weather", f"{{location:{Q}A{Q},location:{Q}B{Q}}}"), tools=TOOLS)
+    assert named(message) == [("get_weather", {"location": "B"})]
+    message = read(call("get_time", "{timezone:5}"), tools=TOOLS)
+    assert statuses(message) == ["schema_violation"]
+
+
+@pytest.mark.parametrize("args", ["{city:London}", "{n:NULL}", "{n:none}", "{a:1 b:2}", "{a:}", "{:1}",
+                                  f"{{a:{Q}x}}", "{a:[1,2}", "{a:01}"])
+def test_malformed_arguments_are_invalid_json_and_the_next_call_stands(args: str) -> None:
+    message = read(call("f", args) + call("g", "{}"))
+    assert statuses(message) == ["invalid_json"] or (args == f"{{a:{Q}x}}" and statuses(message) == ["truncated"])
+    if statuses(message) == ["invalid_json"]:
+        assert named(message) == [("g", {})]
+
+
+def test_partial_calls_at_the_end_are_truncated_and_the_closer_is_not_optional() -> None:
+    done = call("get_time", f"{{timezone:{Q}UTC{Q}}}")
+    for tail in ("<|tool_call>call:get_wea", f"<|tool_call>call:get_weather{{location:{Q}Par",
+                 f"<|tool_call>call:get_weather{{location:{Q}Paris{Q}}}"):
+        message = read(done + tail, tools=TOOLS)
+        assert named(message) == [("get_time", {"timezone": "UTC"})]
+        assert statuses(message) == ["truncated"]
+        assert message.rejected[0].raw == tail
+    # An unclosed call followed by another call: invalid_json, the next one stands.
+    message = read(call("get_time", f"{{timezone:{Q}UTC{Q}}}", close="") + done, tools=TOOLS)
+    assert statuses(message) == ["invalid_json"]
+    assert named(message) == [("get_time", {"timezone": "UTC"})]
+
+
+def test_the_closer_and_next_opener_inside_a_string_are_data() -> None:
+    message = read(call("f", f"{{s:{Q}<tool_call|> and <|tool_call>{Q}}}"))
+    assert named(message) == [("f", {"s": "<tool_call|> and <|tool_call>"})]
+
+
+def test_framing_of_channels_and_turn_ends() -> None:
+    assert read("<|channel>thought<channel|>Hi.<turn|>").content == "Hi."
+    message = read("<|channel>thought\nplan\n<channel|>Hi.<|channel>thought\n<channel|> there<channel|>")
+    assert (message.reasoning, message.content) == ("plan", "Hi. there")
+    # A second opener right after the first is framing.
+    assert read("<|channel>thought\n<|channel>thought\nplan<channel|>Hi.").reasoning == "plan"
+    # Any other later <|channel> block is content (its closer is framing, as a stray one is).
+    assert read("Hi <|channel>thought\nx<channel|>").content == "Hi <|channel>thought\nx"
+    message = read(call("f", "{}") + "Done.<|tool_response>")
+    assert (named(message), message.content) == ([("f", {})], "Done.")
+
+
+def test_progressive_mode_starts_the_call_at_its_header() -> None:
+    parser = streamparse.StreamParser(FMT, tools=TOOLS, emit_calls="progressive")
+    deltas = parser.feed(f"<|tool_call>call:get_time{{timezone:{Q}U")
+    assert [(tc.name, tc.index) for d in deltas for tc in d.tool_calls] == [("get_time", 0)]
+    parser.feed(f"TC{Q}}}<tool_call|>")
+    parser.close()
+    assert named(parser.message) == [("get_time", {"timezone": "UTC"})]
+
+
+def test_token_aware_mode() -> None:
+    tokens = [Token("<|channel>", special=True), Token("thought\nplan"), Token("<channel|>", special=True),
+              Token("<|tool_call>", special=True), Token(f"call:f{{a:{Q}x{Q}}}"), Token("<tool_call|>", special=True),
+              Token("ok")]
+    message = parse(tokens, FMT, special_tokens="require")
+    assert (message.reasoning, named(message), message.content) == ("plan", [("f", {"a": "x"})], "ok")
+    plain = parse([Token("<|tool_call>call:f{}<tool_call|>")], FMT, special_tokens="require")
+    assert plain.tool_calls == [] and plain.content == "<|tool_call>call:f{}<tool_call|>"
+
+
+def test_render_writes_what_the_template_writes() -> None:
+    from streamparse import ToolCall
+    message = Message(content="Done.", reasoning="R", tool_calls=[
+        ToolCall("c", "f", {"b": [1, None], "a": {"z": True, "y": "s"}, "k y": 0.75}, "")])
+    text = streamparse.render(message, FMT)
+    assert text == (f"<|channel>thought\nR<channel|><|tool_call>call:f{{a:{{y:{Q}s{Q},z:true}},b:[1,None],"
+                    f"k y:0.75}}<tool_call|>Done.")
+
+
+def test_the_fast_reader_reads_as_the_grammar_does() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from parsimonious.exceptions import ParseError
+
+    from streamparse.bodies.object_literal import _VISITOR, _Reader
+    from streamparse.grammar import load_grammar
+
+    pieces = st.sampled_from(["{", "}", "[", "]", ",", ":", " ", "a", "k y", Q, "1", "-0.5", "1e3", "2.",
+                              "true", "None", "nul", "x<", "\n"])
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(pieces, max_size=14))
+    def check(parts: list[str]) -> None:
+        body = "call:f{" + "".join(parts)
+        try:
+            expected = _VISITOR.visit(load_grammar(FMT).parse(body))
+        except (ParseError, RecursionError):
+            expected = None
+        assert _Reader(FMT).call(body) == expected
+
+    check()
