@@ -19,6 +19,8 @@ import test_server_tokens  # noqa: E402
 from test_server import Server, assemble  # noqa: E402
 from upstream import Script, Upstream  # noqa: E402
 
+import streamparse  # noqa: E402
+
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
                                            "parameters": {"type": "object",
                                                           "properties": {"city": {"type": "string"}}}}}]
@@ -121,3 +123,15 @@ def test_upstream_token_ids_on_refuses_an_answer_without_ids(upstream: Upstream,
         assert ask(running, special, True)[0]["calls"] == [("get_weather", '{"city": "Paris"}')]
     finally:
         running.stop()
+
+
+def test_a_chunk_is_cut_at_its_added_tokens_and_joins_to_its_text(tokenizer: Any) -> None:
+    begin = "<｜tool▁calls▁begin｜>"
+    quoted = tokenizer._text_ids(f"🦙 {begin}")  # the emoji is three byte-level ids; the delimiter spelled
+    held, rest = quoted[:2], quoted[2:]           # the upstream held the cut-off emoji back: chunk one is ""
+    assert tokenizer.generated(held, "") == []
+    text = f"🦙 {begin}{begin}x"
+    pieces = tokenizer.generated(rest + tokenizer.encode(f"{begin}x"), text)
+    assert pieces == [streamparse.Token(f"🦙 {begin}", False), streamparse.Token(begin, True),
+                      streamparse.Token("x", False)]
+    assert "".join(piece.text for piece in pieces) == text
