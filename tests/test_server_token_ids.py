@@ -135,3 +135,16 @@ def test_a_chunk_is_cut_at_its_added_tokens_and_joins_to_its_text(tokenizer: Any
     assert pieces == [streamparse.Token(f"🦙 {begin}", False), streamparse.Token(begin, True),
                       streamparse.Token("x", False)]
     assert "".join(piece.text for piece in pieces) == text
+
+
+def test_an_upstream_without_ids_is_logged_once(upstream: Upstream, model: Path, tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr:
+        running = Server(upstream.url, model, stderr=stderr)
+        try:
+            key = upstream.script("logged", Script(["Sunny."]))
+            for stream in (True, False, True):
+                assert ask(running, key, stream)[0]["content"] == "Sunny."
+        finally:
+            running.stop()
+    assert log.read_text().count("the upstream returns no token_ids") == 1
