@@ -189,6 +189,8 @@ class _ChunkMaker:
             if piece.logprobs is not None:
                 state.logprobs = _merge_logprobs(state.logprobs, chat_logprobs(piece.logprobs))
             state.upstream_reason = piece.finish_reason or state.upstream_reason
+            if state.parser is None and piece.text == "" and piece.finish_reason is None:
+                continue  # nothing to read: the choice's first text (or Tokens) decides how it is read
             if state.parser is None:
                 state.parser = _parser_for(self.options, self.text_fallback, piece.text)
             yield from self.deltas(piece.index, _feed(state.parser, piece.text))

@@ -177,7 +177,7 @@ def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bo
         if isinstance(ids, list) and all(isinstance(i, int) for i in ids) and isinstance(text, str):
             out.append({**choice, "text": tokenizer.generated(ids, text)})
             continue
-        if required:
+        if required and text:  # an empty text (a finish chunk) holds nothing to misread
             raise MissingTokenIds("the upstream sent a choice without token_ids (--upstream-token-ids on); "
                                   "it must support return_token_ids (vLLM >= 0.10.2), or use "
                                   "--upstream-token-ids auto")
@@ -195,7 +195,7 @@ class _TextNotice:
         if self.said:
             return
         for choice in chunk.get("choices") or ():
-            if isinstance(choice, Mapping) and not isinstance(choice.get("token_ids"), list):
+            if isinstance(choice, Mapping) and choice.get("text") and not isinstance(choice.get("token_ids"), list):
                 self.said = True
                 logger.warning("the upstream returns no token_ids (return_token_ids is vLLM's, >= 0.10.2): its "
                                "answers are read as text, so a call delimiter spelled by ordinary tokens counts "

@@ -5,6 +5,7 @@ tokenizer's added tokens. The real serve process, the real OpenAI SDK, a real HT
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,8 @@ def test_upstream_token_ids_on_refuses_an_answer_without_ids(upstream: Upstream,
             ask(running, key, False)
         special = upstream.script("on-special", Script([CALL], token_ids="special"))
         assert ask(running, special, True)[0]["calls"] == [("get_weather", '{"city": "Paris"}')]
+        bare = ids_then_bare_finish(upstream, "on-bare", CALL, upstream.encoders["special"])
+        assert ask(running, bare, True)[0]["calls"] == [("get_weather", '{"city": "Paris"}')]
     finally:
         running.stop()
 
@@ -148,3 +151,18 @@ def test_an_upstream_without_ids_is_logged_once(upstream: Upstream, model: Path,
         finally:
             running.stop()
     assert log.read_text().count("the upstream returns no token_ids") == 1
+
+
+def ids_then_bare_finish(upstream: Upstream, key: str, text: str, encode: Any) -> str:
+    """A script: ids on every chunk with text, and a finish chunk that carries none (an engine may
+    leave them off it)."""
+    chunks = [{"choices": [{"index": 0, "text": piece, "token_ids": ids, "finish_reason": None}]}
+              for piece, ids in upstream._token_pieces(text, encode)]
+    chunks.append({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]})
+    return upstream.script(key, Script(raw=[f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+                                       + [b"data: [DONE]\n\n"]))
+
+
+def test_a_finish_chunk_without_ids_changes_nothing(server: Server, upstream: Upstream, tokenizer: Any) -> None:
+    key = ids_then_bare_finish(upstream, "finish", CALL, tokenizer._text_ids)
+    assert ask(server, key, True)[0] == {"content": CALL, "finish": "stop", "calls": []}
