@@ -265,7 +265,8 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
         print("streamparse serve: --text-prompt: prompts sent as text, open to special-token injection",
               file=sys.stderr)
     config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
-                          text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line)
+                          text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line,
+                          upstream_token_ids=opts.upstream_token_ids)
     serve(config, opts.host, opts.port, opts.log_level)
     return 0
 
@@ -366,6 +367,10 @@ def _add_serve(commands: Any) -> None:
     serve_cmd.add_argument("--text-prompt", action="store_true",
                            help="send the rendered prompt as text, not token ids (needed without a tokenizer.json; "
                                 "open to special-token injection: request text can become control tokens)")
+    serve_cmd.add_argument("--upstream-token-ids", choices=("auto", "on", "off"), default="auto",
+                           help="ask the upstream for generated token ids (return_token_ids, vLLM >= 0.10.2) and "
+                                "take calls only from real special tokens; auto (default): an answer without ids "
+                                "is read as text; on: it is an error; off: never ask")
     serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_option_flags(serve_cmd)
     # The format comes from the template unless given; on_rejected depends on --emit (see _cmd_serve).

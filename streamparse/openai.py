@@ -12,11 +12,11 @@ import secrets
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from .engine import StreamParser
 from .options import OptionFields, Options, ToolsLike, make_options
-from .types import Delta, ReasoningField, _reasoning_keys
+from .types import Delta, ReasoningField, Token, _reasoning_keys
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -41,7 +41,7 @@ class _Piece:
     """What one upstream chunk says about one choice."""
 
     index: int
-    text: str | bytes
+    text: str | bytes | list[Token]  # a list of Tokens: the choice's text as token-aware input
     finish_reason: str | None = None
     logprobs: Any = None
 
@@ -62,9 +62,11 @@ def _pieces(chunk: Any) -> tuple[list[_Piece], Any]:
             text = _get(choice, "text")
             if text is None:  # a chat-shaped upstream chunk
                 text = _get(_get(choice, "delta") or _get(choice, "message") or {}, "content")
-            if text is not None and not isinstance(text, (str, bytes)):
-                raise TypeError(f"choices[{position}].text of a stream chunk must be a string, "
-                                f"not {type(text).__name__}")
+            if isinstance(text, (list, tuple)) and all(isinstance(token, Token) for token in text):
+                text = list(text)
+            elif text is not None and not isinstance(text, (str, bytes)):
+                raise TypeError(f"choices[{position}].text of a stream chunk must be a string or a list of "
+                                f"streamparse.Token, not {type(text).__name__}")
             index = _get(choice, "index")
             pieces.append(_Piece(index if isinstance(index, int) else position, text or "",
                                  _get(choice, "finish_reason"), _plain(_get(choice, "logprobs"))))
@@ -106,11 +108,32 @@ def _merge_logprobs(held: Any, new: Any) -> Any:
     return new
 
 
-class _Choice:
-    """One choice of the stream: its own parser, the upstream finish reason, logprobs not yet sent."""
+def _parser_for(options: Options, text_fallback: bool, first: str | bytes | list[Token]) -> StreamParser:
+    """The parser of one choice. With `text_fallback` and `special_tokens="require"`, a choice whose
+    first piece is text, not Tokens (the upstream sent no token ids), is read as text."""
+    if text_fallback and options.special_tokens == "require" and not isinstance(first, list):
+        options = options.with_changes(special_tokens="ignore")
+    return StreamParser.from_options(options)
 
-    def __init__(self, parser: StreamParser) -> None:
-        self.parser = parser
+
+def _feed(parser: StreamParser, text: str | bytes | list[Token]) -> list[Delta]:
+    """Feed a piece in the parser's mode: Tokens to a text-mode parser as their text; text to a
+    token-aware parser as ordinary tokens (it can open nothing)."""
+    token_aware = parser.options.special_tokens == "require"
+    if isinstance(text, list):
+        return parser.feed(text if token_aware else "".join(
+            token.text if isinstance(token.text, str) else bytes(token.text).decode("utf-8", "replace")
+            for token in text))
+    # Token.text is typed str; bytes are taken too (decoded incrementally, like a bytes chunk)
+    return parser.feed(Token(cast(str, text), False) if token_aware and text else text)
+
+
+class _Choice:
+    """One choice of the stream: its own parser (made at its first piece), the upstream finish
+    reason, logprobs not yet sent."""
+
+    def __init__(self) -> None:
+        self.parser: StreamParser | None = None
         self.upstream_reason: str | None = None
         self.logprobs: Any = None
         self.closed = False
@@ -120,8 +143,9 @@ class _ChunkMaker:
     """Wraps deltas in the `chat.completion.chunk` envelope, one parser per choice index."""
 
     def __init__(self, options: Options, model: str, completion_id: str | None,
-                 reasoning_field: ReasoningField) -> None:
+                 reasoning_field: ReasoningField, text_fallback: bool = False) -> None:
         self.options = options
+        self.text_fallback = text_fallback
         self.model = model
         self.id = completion_id or "chatcmpl-" + secrets.token_hex(12)
         self.created = int(time.time())
@@ -144,7 +168,7 @@ class _ChunkMaker:
 
     def start(self, index: int) -> Iterator[dict[str, Any]]:
         if index not in self.choices:
-            self.choices[index] = _Choice(StreamParser.from_options(self.options))
+            self.choices[index] = _Choice()
             yield self.chunk(index, {"role": "assistant", "content": ""})
 
     def deltas(self, index: int, deltas: Sequence[Delta]) -> Iterator[dict[str, Any]]:
@@ -165,7 +189,11 @@ class _ChunkMaker:
             if piece.logprobs is not None:
                 state.logprobs = _merge_logprobs(state.logprobs, chat_logprobs(piece.logprobs))
             state.upstream_reason = piece.finish_reason or state.upstream_reason
-            yield from self.deltas(piece.index, state.parser.feed(piece.text))
+            if state.parser is None and piece.text == "" and piece.finish_reason is None:
+                continue  # nothing to read: the choice's first text (or Tokens) decides how it is read
+            if state.parser is None:
+                state.parser = _parser_for(self.options, self.text_fallback, piece.text)
+            yield from self.deltas(piece.index, _feed(state.parser, piece.text))
             if piece.finish_reason is not None:
                 yield from self.finish(piece.index)
 
@@ -174,6 +202,8 @@ class _ChunkMaker:
         if state.closed:
             return
         state.closed = True
+        if state.parser is None:
+            state.parser = _parser_for(self.options, self.text_fallback, "")
         yield from self.deltas(index, state.parser.close())
         reason = "tool_calls" if state.parser.message.tool_calls else (state.upstream_reason or "stop")
         yield self.chunk(index, {}, reason)
@@ -206,14 +236,14 @@ async def _async(stream: AsyncIterable[Any], maker: _ChunkMaker) -> AsyncIterato
 @overload
 def chat_chunks(completion_stream: AsyncIterable[Any], format: str = ..., *, model: str = ...,
                 tools: ToolsLike = ..., thinking_forced_open: bool = ..., completion_id: str | None = ...,
-                reasoning_field: ReasoningField = ...,
+                reasoning_field: ReasoningField = ..., text_fallback: bool = ...,
                 **options: Unpack[OptionFields]) -> AsyncIterator[dict[str, Any]]: ...
 
 
 @overload
 def chat_chunks(completion_stream: Iterable[Any], format: str = ..., *, model: str = ...,
                 tools: ToolsLike = ..., thinking_forced_open: bool = ..., completion_id: str | None = ...,
-                reasoning_field: ReasoningField = ...,
+                reasoning_field: ReasoningField = ..., text_fallback: bool = ...,
                 **options: Unpack[OptionFields]) -> Iterator[dict[str, Any]]: ...
 
 
@@ -226,6 +256,7 @@ def chat_chunks(
     thinking_forced_open: bool = False,
     completion_id: str | None = None,
     reasoning_field: ReasoningField = "reasoning_content",
+    text_fallback: bool = False,
     **options: Unpack[OptionFields],
 ) -> Iterator[dict[str, Any]] | AsyncIterator[dict[str, Any]]:
     """`chat.completion.chunk` dicts for a raw completion stream (sync or async iterator).
@@ -235,10 +266,13 @@ def chat_chunks(
     when calls were accepted, else the upstream reason. Upstream `logprobs` ride on the next chunk of
     their choice (in the chat shape, see `chat_logprobs`); an upstream `usage` is sent last in a chunk
     with no choices. `reasoning_field`: `"reasoning_content"`, `"reasoning"` or `"both"`.
+    A choice's `text` may be a list of `streamparse.Token` (read with `special_tokens="require"`).
+    `text_fallback`: with `special_tokens="require"`, a choice whose first piece is text, not Tokens,
+    is read as text (delimiters count however they were spelled).
     Takes every parser option (`emit_calls`, `prompt`, `on_rejected`, ...)."""
     _reasoning_keys(reasoning_field)
     maker = _ChunkMaker(make_options(format, tools, thinking_forced_open, options), model, completion_id,
-                        reasoning_field)
+                        reasoning_field, text_fallback)
     if isinstance(completion_stream, AsyncIterable):
         return _async(completion_stream, maker)
     if isinstance(completion_stream, (str, bytes)) or not isinstance(completion_stream, Iterable):
@@ -246,14 +280,15 @@ def chat_chunks(
     return _sync(completion_stream, maker)
 
 
-def _finished_choices(completion: Any, options: Options) -> tuple[dict[int, tuple[StreamParser, _Piece]], Any]:
+def _finished_choices(completion: Any, options: Options,
+                      text_fallback: bool = False) -> tuple[dict[int, tuple[StreamParser, _Piece]], Any]:
     pieces, usage = _pieces(completion)
     if not pieces:
         pieces = [_Piece(0, "")]
     parsed = {}
     for piece in pieces:
-        parser = StreamParser.from_options(options)
-        parser.feed(piece.text)
+        parser = _parser_for(options, text_fallback, piece.text)
+        _feed(parser, piece.text)
         parser.close()
         parsed[piece.index] = (parser, piece)
     return parsed, usage
@@ -287,12 +322,15 @@ def chat_completion(
     thinking_forced_open: bool = False,
     completion_id: str | None = None,
     reasoning_field: ReasoningField = "reasoning_content",
+    text_fallback: bool = False,
     **options: Unpack[OptionFields],
 ) -> dict[str, Any]:
     """The whole `chat.completion` object for a finished completion: every choice (its message,
-    `finish_reason` and chat-shaped `logprobs`) and the upstream `usage`."""
+    `finish_reason` and chat-shaped `logprobs`) and the upstream `usage`. A choice's `text` may be a
+    list of `streamparse.Token`; `text_fallback` as in `chat_chunks`."""
     _reasoning_keys(reasoning_field)
-    parsed, usage = _finished_choices(completion, make_options(format, tools, thinking_forced_open, options))
+    parsed, usage = _finished_choices(completion, make_options(format, tools, thinking_forced_open, options),
+                                      text_fallback)
     choices = []
     for index in sorted(parsed):
         parser, piece = parsed[index]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .prompt_marking import PromptPart
+from .types import Token
 
 __all__ = ["PromptTokenizer"]
 
@@ -38,6 +39,7 @@ class PromptTokenizer:
         self.added_ids = frozenset(int(token["id"]) for token in added)
         self.special_ids = frozenset(int(token["id"]) for token in added if token.get("special"))
         self.control_tokens = frozenset(str(token["content"]) for token in added)
+        self._content = {int(token["id"]): str(token["content"]) for token in added}
 
     def _text_ids(self, text: str) -> list[int]:
         if not text:
@@ -78,3 +80,32 @@ class PromptTokenizer:
     def encode(self, text: str) -> list[int]:
         """The model's own encoding of `text`, added tokens matched anywhere (what an upstream does)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def generated(self, ids: Sequence[int], text: str) -> list[Token]:
+        """The Tokens of one generated chunk: its `text` cut at the added tokens among its `ids`.
+
+        An added/control id is `Token(its text, True)`; the text between them `Token(text, False)`;
+        the pieces join to `text` exactly. The ordinary runs are decoded only to know where the next
+        added token starts (an upstream holds a cut-off character back, so a run may decode to a
+        few characters more or less than its part of `text`); an added token that cannot be found
+        there leaves the rest of the chunk ordinary (it can open nothing)."""
+        pieces: list[Token] = []
+        position = 0
+        run: list[int] = []
+        for token_id in ids:
+            content = self._content.get(token_id)
+            if content is None:
+                run.append(token_id)
+                continue
+            start = position + max(0, len(self.decode(run)) - 3) if run else position
+            found = text.find(content, start)
+            if found < 0:
+                break
+            if found > position:
+                pieces.append(Token(text[position:found], False))
+            pieces.append(Token(content, True))
+            position = found + len(content)
+            run = []
+        if position < len(text):
+            pieces.append(Token(text[position:], False))
+        return pieces

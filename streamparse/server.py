@@ -5,7 +5,9 @@ endpoint, read its text through `streamparse.openai` (one `StreamParser` per cho
 OpenAI's chat format. With the model's `tokenizer.json` the prompt goes upstream as token ids in
 which request text never holds a control token (`ChatTemplate.encode`); `text_prompt` sends text.
 The upstream must return special tokens as text (`skip_special_tokens: false` is sent for vLLM and
-SGLang). Needs the `server` extra.
+SGLang). With a tokenizer the upstream is also asked for the generated ids (`return_token_ids`,
+vLLM >= 0.10.2): a choice that carries them is read token-aware (`special_tokens="require"`: calls
+only from real special tokens); one that does not is read as text. Needs the `server` extra.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import httpx
 from starlette.applications import Starlette
@@ -29,6 +31,8 @@ from starlette.routing import Route
 from .chat_template import CapabilityError, ChatTemplate, TemplateRenderError
 from .openai import chat_chunks, chat_completion
 from .options import OPTION_NAMES, Options
+from .prompt_tokens import PromptTokenizer
+from .registry import get_format
 from .server_checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
 from .types import ReasoningField
 
@@ -54,6 +58,9 @@ class ServerConfig:
     upstream_timeout: float = 600.0     # seconds without a byte from the upstream before giving up
     max_upstream_line: int = 1 << 20    # bytes in one upstream SSE line (and an error body): more is an error
     text_prompt: bool = False           # send the prompt as text even with a tokenizer (open to injection)
+    # Ask for generated token ids and read choices that carry them token-aware: "auto" reads a choice
+    # without ids as text, "on" makes a choice without ids an upstream error, "off" never asks.
+    upstream_token_ids: Literal["auto", "on", "off"] = "auto"
 
 
 class RequestError(Exception):
@@ -102,6 +109,22 @@ class _Prepared:
     model: str
     options: Options
     upstream_body: dict[str, Any]
+    tokenizer: PromptTokenizer | None = None  # the generated ids are read with it (token-aware)
+
+
+def _id_tokenizer(config: ServerConfig) -> PromptTokenizer | None:
+    """The tokenizer generated ids are read with, or None when the stream is read as text: no
+    tokenizer, `--text-prompt`, `--upstream-token-ids off`, or a format with no special delimiters."""
+    tokenizer = config.template.tokenizer
+    if tokenizer is None or config.text_prompt or config.upstream_token_ids == "off":
+        return None
+    if not get_format(config.options.format).special:
+        return None
+    return tokenizer
+
+
+class MissingTokenIds(Exception):
+    """`upstream_token_ids="on"` and a choice came without `token_ids`."""
 
 
 def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
@@ -133,8 +156,51 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
         upstream_body["logprobs"] = int(body.get("top_logprobs") or 0)
     if stream:
         upstream_body["stream_options"] = {"include_usage": True}
+    tokenizer = _id_tokenizer(config)
+    if tokenizer is not None:
+        upstream_body["return_token_ids"] = True  # vLLM; engines that do not know it ignore it
+        options = options.with_changes(special_tokens="require")
     model = str(body.get("model") or config.model)
-    return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body)
+    return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body, tokenizer)
+
+
+def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bool) -> dict[str, Any]:
+    """`chunk` with the `text` of each choice that carries `token_ids` as its `Token`s (a choice
+    without ids keeps its text, and is read as text; with `required` it is a `MissingTokenIds`)."""
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        return chunk
+    out = []
+    for choice in choices:
+        ids = choice.get("token_ids") if isinstance(choice, dict) else None
+        text = choice.get("text") if isinstance(choice, dict) else None
+        if isinstance(ids, list) and all(isinstance(i, int) for i in ids) and isinstance(text, str):
+            out.append({**choice, "text": tokenizer.generated(ids, text)})
+            continue
+        if required and text:  # an empty text (a finish chunk) holds nothing to misread
+            raise MissingTokenIds("the upstream sent a choice without token_ids (--upstream-token-ids on); "
+                                  "it must support return_token_ids (vLLM >= 0.10.2), or use "
+                                  "--upstream-token-ids auto")
+        out.append(choice)
+    return {**chunk, "choices": out}
+
+
+class _TextNotice:
+    """Logs once per server that an upstream sent no generated ids (its answers are read as text)."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def check(self, chunk: Mapping[str, Any]) -> None:
+        if self.said:
+            return
+        for choice in chunk.get("choices") or ():
+            if isinstance(choice, Mapping) and choice.get("text") and not isinstance(choice.get("token_ids"), list):
+                self.said = True
+                logger.warning("the upstream returns no token_ids (return_token_ids is vLLM's, >= 0.10.2): its "
+                               "answers are read as text, so a call delimiter spelled by ordinary tokens counts "
+                               "as a call (see docs/server.md)")
+                return
 
 
 def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: list[Any] | None,
@@ -262,10 +328,26 @@ def create_app(config: ServerConfig) -> Starlette:
                                "upstream_error") from None
         return response
 
+    notice = _TextNotice()
+    required = config.upstream_token_ids == "on"
+
+    def tokens(prepared: _Prepared, chunk: dict[str, Any]) -> dict[str, Any]:
+        if prepared.tokenizer is None:
+            return chunk
+        notice.check(chunk)
+        return _with_tokens(chunk, prepared.tokenizer, required)
+
+    async def token_chunks(prepared: _Prepared, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+        async for chunk in _upstream_chunks(response, prepared.n, config.max_upstream_line):
+            try:
+                yield tokens(prepared, chunk)
+            except MissingTokenIds as error:
+                raise UpstreamStreamError(str(error)) from None
+
     async def stream_answer(prepared: _Prepared, response: httpx.Response, request_id: str) -> AsyncIterator[bytes]:
         chunks = cast(AsyncGenerator[dict[str, Any], None], chat_chunks(
-            _upstream_chunks(response, prepared.n, config.max_upstream_line), prepared.options.format,
-            model=prepared.model, reasoning_field=config.reasoning_field, **_parser_options(prepared.options)))
+            token_chunks(prepared, response), prepared.options.format, model=prepared.model,
+            reasoning_field=config.reasoning_field, text_fallback=not required, **_parser_options(prepared.options)))
         try:
             async for chunk in chunks:
                 if not chunk["choices"] and not prepared.include_usage:
@@ -299,6 +381,10 @@ def create_app(config: ServerConfig) -> Starlette:
             try:
                 completion = parse_upstream(await response.aread())
                 check_upstream(completion, prepared.n)
+                if isinstance(completion, dict):
+                    completion = tokens(prepared, completion)
+            except MissingTokenIds as error:
+                raise RequestError(502, str(error), "upstream_error") from None
             except InvalidUpstream as error:
                 raise RequestError(502, str(error), "upstream_error") from None
             except httpx.HTTPError as error:
@@ -307,7 +393,7 @@ def create_app(config: ServerConfig) -> Starlette:
             finally:
                 await response.aclose()
             return JSONResponse(chat_completion(completion, prepared.options.format, model=prepared.model,
-                                                reasoning_field=config.reasoning_field,
+                                                reasoning_field=config.reasoning_field, text_fallback=not required,
                                                 **_parser_options(prepared.options)))
         except RequestError as error:
             return error.response()

