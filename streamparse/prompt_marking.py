@@ -236,19 +236,28 @@ def render_parts(render: Callable[..., str], messages: Sequence[Mapping[str, Any
 
     plain = go(lambda text: False)
 
-    def faithful(marked: str) -> bool:
-        return marked.replace(start, "").replace(end, "") == plain
+    def marked_render(marked_texts: Callable[[str], bool]) -> str | None:
+        """The render with these texts marked, or None when the marks make the template raise (a
+        template that checks a text's form: Mistral's 9-character call ids)."""
+        try:
+            return go(marked_texts)
+        except TemplateRenderError:
+            return None
 
-    marked = go(lambda text: True)
+    def faithful(marked: str | None) -> bool:
+        return marked is not None and marked.replace(start, "").replace(end, "") == plain
+
+    marked: str | None = marked_render(lambda text: True)
     if not faithful(marked):
         # A text is marked everywhere or nowhere: a template may compare two request strings
         # (a call's id with a result's tool_call_id, a property name with `required`).
         markable = {text for _, text, enum in strings if text.strip() and not enum}
-        diverging = {text for text in markable if not faithful(go(text.__eq__))}
-        marked = go(lambda text: text not in diverging)
+        diverging = {text for text in markable if not faithful(marked_render(text.__eq__))}
+        marked = marked_render(lambda text: text not in diverging)
         if not faithful(marked):
             diverging, marked = markable, plain
         for path, text, _ in strings:
             if text in diverging and (token := _first_token(text, control_tokens)) is not None:
                 raise ControlTokenError(path, token, "the chat template branches on this text")
+    assert marked is not None  # faithful, or the plain render
     return _split(marked, start, end)
