@@ -171,14 +171,15 @@ def _strict_json(text: str) -> Any:
         return _TOO_DEEP if error.msg == "nested too deeply" else _NOT_JSON
     except ValueError:
         return _NOT_JSON
-    return _TOO_DEEP if _deeper_than(value, MAX_DEPTH, text) else value
+    return _TOO_DEEP if deeper_than(value, MAX_DEPTH, text) else value
 
 
-def _deeper_than(value: Any, limit: int, text: str) -> bool:
-    """Whether `value`, decoded from the JSON `text`, nests deeper than `limit`; the strict decoder
-    vouches for the rest. Most values are proved shallow from their text at C speed (fewer brackets
-    than `limit`, or `_nesting_at_most`); the others are walked level by level."""
-    if text.count("[") + text.count("{") < limit or _nesting_at_most(text, min(limit, _TEXT_LEVELS)):
+def deeper_than(value: Any, limit: int, text: str | None = None) -> bool:
+    """Whether `value` (JSON data, decoded from the JSON `text` when given) nests deeper than
+    `limit`. Most values are proved shallow from their text at C speed (fewer brackets than
+    `limit`, or `_nesting_at_most`); the others are walked level by level."""
+    if text is not None and (text.count("[") + text.count("{") < limit
+                             or _nesting_at_most(text, min(limit, _TEXT_LEVELS))):
         return False
     level = [value]
     for _ in range(limit):

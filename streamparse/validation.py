@@ -6,12 +6,14 @@ meta-schema); a server builds a parser per request, so compiled lists are kept: 
 cache of compiled lists (found by its length and first and last tool names, then compared whole
 with `==` at C speed; about 1 µs per tool of the benchmark's shape).
 
-Validation of a call cannot raise and cannot stall: jsonschema's quadratic `uniqueItems` is
-replaced by a hash-based check, the regular-expression keywords (`pattern`, `patternProperties`,
-`additionalProperties` next to `patternProperties`, `format: regex`) run on the `regex` engine
-under one time budget per call (`PATTERN_BUDGET_SECONDS`), integers too large for a double are
-checked against `multipleOf` exactly, and anything that still goes wrong inside the validator
-is a `schema_violation` that says so.
+Calls are judged by jsonschema-rs (Rust; under a microsecond for a typical tool schema), which
+cannot stall: `uniqueItems` is hash-based, `multipleOf` exact for integers of any size, and
+`pattern`/`patternProperties` are ECMA-262 regexes run by the `regex` crate's linear-time engine;
+a schema whose patterns need lookaround or backreferences (which that engine lacks) runs on
+fancy-regex, at most `BACKTRACK_LIMIT` backtracking steps per match. A recursive schema meets
+arguments at most `MAX_DEPTH` deep. Anything that still goes wrong is a `schema_violation` that
+says so. Python's `jsonschema` is used when compiling only: it picks the draft by `$schema`, checks
+the schema against its meta-schema (its error messages), and its format checkers decide `format`.
 """
 
 from __future__ import annotations
@@ -19,186 +21,56 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from fractions import Fraction
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
-from itertools import repeat
 from types import MappingProxyType
 from typing import Any, overload
 
 import jsonschema
-import regex  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError, ValidationError
+import jsonschema_rs
+from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
-from jsonschema.validators import extend, validator_for
+from jsonschema.validators import validator_for
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
-from .fast_schema import compile_schema
 from .grammar import encodable
-from .schema_typing import MAX_DEPTH, TooDeepText, property_schema, schema_types, top_level_schemas
+from .schema_typing import MAX_DEPTH, TooDeepText, deeper_than, property_schema, schema_types, top_level_schemas
 from .types import INVALID_JSON, SCHEMA_VIOLATION, UNKNOWN_TOOL
 
-# All the regular-expression work of one call's validation shares this budget; a call that needs
-# more is rejected `schema_violation` saying so. Linear patterns on a 200 KB argument take ~1 ms.
-PATTERN_BUDGET_SECONDS = 0.25
+# The most backtracking steps one match of a lookaround/backreference pattern may take (~25 ns each
+# here, so about 2.5 ms); a match that needs more rejects the call `schema_violation` saying so.
+BACKTRACK_LIMIT = 100_000
 # Compiled tool lists kept for plain lists seen before (equal content), least recently used first out.
 CACHE_SIZE = 256
 # At most this many validation errors are reported for one call (the first, by JSON path).
 MAX_ERRORS = 20
+# Schemas nesting deeper than this are refused when compiled: the validator recurses along them.
+MAX_SCHEMA_DEPTH = 200
 
-_budget = threading.local()
-
-
-# ----------------------------------------------------------------- bounded keywords
-
-
-class _PatternBudgetExceeded(Exception):
-    pass
+_KIND = jsonschema_rs.ValidationErrorKind
 
 
-@cache
-def _compiled_pattern(pattern: str) -> Any:
-    return regex.compile(pattern)
+# ----------------------------------------------------------------- the engine's options
 
 
-def _search(pattern: str, text: str) -> bool:
-    """`re.search(pattern, text)` as jsonschema does it, within what is left of the call's budget."""
-    deadline: float | None = getattr(_budget, "deadline", None)
-    if deadline is None:
-        deadline = time.monotonic() + PATTERN_BUDGET_SECONDS
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise _PatternBudgetExceeded(pattern)
-    try:
-        return _compiled_pattern(pattern).search(text, timeout=remaining) is not None
-    except TimeoutError:
-        raise _PatternBudgetExceeded(pattern) from None
-
-
-def _budget_error(pattern: str) -> ValidationError:
-    return ValidationError(f"checking the pattern {_short(pattern)} took more than the "
-                           f"{PATTERN_BUDGET_SECONDS} s this call may spend on patterns; the call is rejected")
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "string"):
-        return
-    try:
-        if not _search(pattern, instance):
-            yield ValidationError(f"{_short(instance)} does not match {pattern!r}")
-    except _PatternBudgetExceeded:
-        yield _budget_error(pattern)
-
-
-def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            try:
-                matched = _search(pattern, key)
-            except _PatternBudgetExceeded:
-                yield _budget_error(pattern)
-                return
-            if matched:
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    properties = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    extras = [key for key in instance if key not in properties] if not patterns else []
-    for key in instance if patterns else ():
-        if key in properties:
-            continue
-        try:
-            if any(_search(pattern, key) for pattern in patterns):
-                continue
-        except _PatternBudgetExceeded as exceeded:
-            yield _budget_error(str(exceeded))
-            return
-        extras.append(key)
-    if validator.is_type(additional, "object"):
-        for extra in extras:
-            yield from validator.descend(instance[extra], additional, path=extra)
-    elif not additional and extras:
-        shown = ", ".join(_short(extra, 40) for extra in sorted(extras)[:10])
-        if patterns:
-            yield ValidationError(f"{shown} {'does' if len(extras) == 1 else 'do'} not match any of the "
-                                  f"regexes: {', '.join(map(repr, sorted(patterns)))}")
-        else:
-            yield ValidationError(f"Additional properties are not allowed ({shown} "
-                                  f"{'was' if len(extras) == 1 else 'were'} unexpected)")
-
-
-def _canonical(value: Any) -> Any:
-    """A hashable form equal for values JSON Schema calls equal (1 == 1.0, key order ignored, true != 1).
-
-    Numbers become their decimal text, so no crafted set of numbers can make hashing collide."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        return ("n", str(value) if isinstance(value, int) else repr(value))
-    if isinstance(value, str):
-        return ("s", value)
-    if isinstance(value, list):
-        return ("l", tuple(_canonical(item) for item in value))
-    if isinstance(value, dict):
-        return ("d", frozenset((key, _canonical(item)) for key, item in value.items()))
-    return ("?", repr(value))
-
-
-def _all_unique(items: list[Any]) -> bool:
-    """Whether no item repeats an earlier one (JSON equality: the canonical keys of `_canonical`)."""
-    if all(map(isinstance, items, repeat(str))):  # the common case: strings are equal as JSON when equal
-        return len(set(items)) == len(items)
-    seen: set[Any] = set()
-    for item in items:
-        key = _canonical(item)
-        if key in seen:
-            return False
-        seen.add(key)
-    return True
-
-
-def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not unique or not validator.is_type(instance, "array"):
-        return
-    seen: set[Any] = set()
-    for position, item in enumerate(instance):
-        key = _canonical(item)
-        if key in seen:
-            yield ValidationError(f"the array has non-unique elements (item {position} repeats an earlier one)")
-            return
-        seen.add(key)
-
-
-def _multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "number"):
-        return
-    if isinstance(divisor, float) or isinstance(instance, float):
-        # Decimal semantics: 0.01 is one hundredth, as written in the schema; exact for any size.
-        failed = (Fraction(repr(instance) if isinstance(instance, float) else instance)
-                  / Fraction(repr(divisor) if isinstance(divisor, float) else divisor)).denominator != 1
-    else:
-        failed = bool(instance % divisor)
-    if failed:
-        yield ValidationError(f"{_short(instance)} is not a multiple of {divisor}")
+_RUST_VALIDATORS: dict[type[Validator], type[jsonschema_rs.Validator]] = {
+    jsonschema.Draft4Validator: jsonschema_rs.Draft4Validator,
+    jsonschema.Draft6Validator: jsonschema_rs.Draft6Validator,
+    jsonschema.Draft7Validator: jsonschema_rs.Draft7Validator,
+    jsonschema.Draft201909Validator: jsonschema_rs.Draft201909Validator,
+    jsonschema.Draft202012Validator: jsonschema_rs.Draft202012Validator,
+}
+# The formats jsonschema-rs checks itself: each is handed to the draft's Python format checker
+# instead, which passes those it does not check (so `format` means what it meant with jsonschema).
+_RUST_FORMATS = ("date", "date-time", "duration", "email", "hostname", "idn-email", "idn-hostname", "ipv4",
+                 "ipv6", "iri", "iri-reference", "json-pointer", "regex", "relative-json-pointer", "time", "uri",
+                 "uri-reference", "uri-template", "uuid")
 
 
 def _is_regex(instance: object) -> bool:
+    """`format: regex`: whether Python compiles the pattern (False, not an exception, for any text)."""
     if not isinstance(instance, str):
         return True
     try:
@@ -208,42 +80,36 @@ def _is_regex(instance: object) -> bool:
     return True
 
 
-_BOUNDED_KEYWORDS = {"pattern": _pattern, "patternProperties": _pattern_properties,
-                     "additionalProperties": _additional_properties, "uniqueItems": _unique_items,
-                     "multipleOf": _multiple_of}
+def _conforms(checker: jsonschema.FormatChecker, name: str) -> Callable[[str], bool]:
+    return lambda instance: checker.conforms(instance, name)
 
 
 @cache
-def _bounded(cls: type[Validator]) -> tuple[type[Validator], jsonschema.FormatChecker]:
-    """The draft's validator class with the bounded keywords, and its format checker with a safe `regex`."""
-    keywords = {k: v for k, v in _BOUNDED_KEYWORDS.items() if k in cls.VALIDATORS}
-    bounded: type[Validator] = extend(cls, validators=keywords)  # type: ignore[no-untyped-call]
-    checker = jsonschema.FormatChecker()
-    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
-    checker.checkers["regex"] = (_is_regex, ())
-    return bounded, checker
+def _formats(cls: type[Validator]) -> dict[str, Callable[[str], bool]]:
+    """The format checks of `cls`'s draft as jsonschema has them, by name, with a `regex` that is
+    False for any pattern Python cannot compile."""
+    checker = cls.FORMAT_CHECKER
+    names = {*_RUST_FORMATS, *checker.checkers}
+    formats = {name: _conforms(checker, name) for name in sorted(names)}
+    formats["regex"] = _is_regex
+    return formats
+
+
+@cache
+def _pattern_engine(pattern: str) -> str:
+    """Which engine runs `pattern`: "linear" (the `regex` crate), "fancy" (lookaround or
+    backreferences), or why neither compiles it."""
+    for engine, options in (("linear", jsonschema_rs.RegexOptions()),
+                            ("fancy", jsonschema_rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT))):
+        try:
+            jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=options, offline=True)
+        except (ValueError, jsonschema_rs.ValidationError):
+            continue
+        return engine
+    return "not a valid ECMA-262 regular expression"
 
 
 # ----------------------------------------------------------------- compiling a tool list
-
-
-def _optional_null(error: ValidationError, schema: Any) -> bool:
-    """A `null` written for a property its object does not require means "not given".
-
-    Models write it often for optional parameters (and templates that cannot describe a
-    nullable type still show them an optional one), so it does not reject the call."""
-    path = list(error.schema_path)
-    if error.instance is not None or len(path) < 3:
-        return False
-    if path[-3] != "properties" or not error.path or error.path[-1] != path[-2]:
-        return False
-    parent: Any = schema
-    for step in path[:-3]:
-        try:
-            parent = parent[step]
-        except (KeyError, IndexError, TypeError):
-            return False
-    return isinstance(parent, Mapping) and path[-2] not in parent.get("required", ())
 
 
 def _describe(tool: object, position: int) -> str:
@@ -335,10 +201,16 @@ def _parameter_names(schema: Mapping[str, Any]) -> list[str]:
 
 
 class _Tool:
-    __slots__ = ("fast", "patterns", "schema", "typing", "validator")
+    __slots__ = ("recursive", "schema", "typing", "validator")
 
     def __init__(self, name: str, schema: Any) -> None:
         cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+        rust = _RUST_VALIDATORS.get(cls)
+        if rust is None:
+            raise ValueError(f"tool {name!r}: 'parameters' declares {cls.__name__.removesuffix('Validator')} "
+                             "in $schema, which is not supported; use draft-04 or later (or no $schema: "
+                             "Draft 2020-12)")
+        _check_depth(name, schema)
         try:
             cls.check_schema(schema)
         except SchemaError as error:
@@ -346,45 +218,107 @@ class _Tool:
             raise ValueError(f"tool {name!r}: 'parameters' is not a valid JSON Schema "
                              f"({cls.__name__}): {error.message} at {path}") from None
         _check_refs(name, schema, cls)
-        _check_patterns(name, schema)
-        bounded, checker = _bounded(cls)
+        options = _pattern_options(name, schema)
+        try:  # offline: a `$ref` or `$schema` naming a remote resource is never fetched
+            self.validator = rust(schema, formats=_formats(cls), validate_formats=True, offline=True,
+                                  pattern_options=options)
+        except (ValueError, jsonschema_rs.ReferencingError) as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ValueError(f"tool {name!r}: 'parameters' cannot be compiled: {first}") from None
         self.schema = schema
-        self.validator = bounded(schema, registry=Registry(), format_checker=checker)
         self.typing = _typing_schema(schema)
-        self.patterns = _may_search(schema)
-        # A fast yes for schemas in the common subset (fast_schema.py); only jsonschema says no.
-        drafts = (jsonschema.Draft202012Validator, jsonschema.Draft201909Validator)
-        self.fast = compile_schema(schema, _search, _all_unique) if cls in drafts else None
+        self.recursive = _recursive(schema)
 
 
-def _may_search(schema: Any) -> bool:
-    """Whether checking a call against `schema` may search a regular expression (`pattern`,
-    `patternProperties`, `format`), and so needs the call's pattern budget; True when unsure."""
-    try:
-        text = json.dumps(schema)
-    except (TypeError, ValueError, RecursionError):
-        return True
-    return '"pattern' in text or '"format"' in text
+def _children(node: Mapping[str, Any]) -> Iterator[tuple[str, Any, bool]]:
+    """(keyword, value, whether the value is a schema or holds schemas) for each member of a schema;
+    a map of names to schemas (`properties`, `$defs`, ...) is not one, data (`enum`, ...) holds none."""
+    for keyword, child in node.items():
+        if keyword not in _DATA_KEYWORDS:
+            yield keyword, child, keyword not in _NAME_MAPS
 
 
-def _check_patterns(name: str, schema: Any) -> None:
-    """Every `pattern`/`patternProperties` regex compiles (with the engine that will run it)."""
-    stack = [schema]
+def _schema_nodes(schema: Any) -> Iterator[tuple[tuple[Any, ...], Mapping[str, Any]]]:
+    """Every schema object in `schema` with its JSON-pointer path from the root (iterative)."""
+    stack: list[tuple[Any, tuple[Any, ...], bool]] = [(schema, (), True)]
     while stack:
-        node = stack.pop()
+        node, path, is_schema = stack.pop()
         if isinstance(node, list):
-            stack.extend(node)
+            stack.extend((item, (*path, i), is_schema) for i, item in enumerate(node))
         elif isinstance(node, Mapping):
-            found = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
-            if isinstance(node.get("patternProperties"), Mapping):
-                found.extend(k for k in node["patternProperties"] if isinstance(k, str))
-            for pattern in found:
-                try:
-                    _compiled_pattern(pattern)
-                except Exception as error:
-                    raise ValueError(f"tool {name!r}: the pattern {pattern!r} is not a valid regular "
-                                     f"expression: {error}") from None
-            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
+            if not is_schema:
+                stack.extend((item, (*path, key), True) for key, item in node.items())
+                continue
+            yield path, node
+            stack.extend((child, (*path, key), holds) for key, child, holds in _children(node))
+
+
+def _check_depth(name: str, schema: Any) -> None:
+    """The schema nests at most MAX_SCHEMA_DEPTH containers deep (the validator recurses along it)."""
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (Mapping, list)):
+            if depth >= MAX_SCHEMA_DEPTH:
+                raise ValueError(f"tool {name!r}: 'parameters' nests deeper than {MAX_SCHEMA_DEPTH} levels")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, Mapping) else node))
+
+
+def _pattern_options(name: str, schema: Any) -> jsonschema_rs.RegexOptions | jsonschema_rs.FancyRegexOptions:
+    """The regex engine for the schema's `pattern`/`patternProperties`: the linear-time one when it
+    compiles them all, else fancy-regex with its backtracking bounded; ValueError naming the tool
+    for a pattern neither compiles."""
+    fancy = False
+    for _, node in _schema_nodes(schema):
+        found = [(node["pattern"], False)] if isinstance(node.get("pattern"), str) else []
+        if isinstance(node.get("patternProperties"), Mapping):
+            found.extend((k, True) for k in node["patternProperties"] if isinstance(k, str))
+        for pattern, on_keys in found:
+            engine = _pattern_engine(pattern)
+            if engine not in ("linear", "fancy"):
+                raise ValueError(f"tool {name!r}: the pattern {pattern!r} is {engine}")
+            if engine == "fancy" and on_keys:  # jsonschema-rs reads a match cut short as "no match"
+                raise ValueError(f"tool {name!r}: the patternProperties regex {pattern!r} uses lookaround or "
+                                 "backreferences, which are not supported there (a match over the "
+                                 "backtracking bound would leave the property unchecked)")
+            fancy = fancy or engine == "fancy"
+    if fancy:
+        return jsonschema_rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
+    return jsonschema_rs.RegexOptions()
+
+
+def _recursive(schema: Any) -> bool:
+    """Whether validation may follow the schema's references back into themselves, and so go as deep
+    as the arguments do; True when unsure (dynamic references, anchors, nested `$id`s)."""
+    targets: dict[tuple[Any, ...], tuple[str, ...]] = {}  # where each `$ref` is -> the path it points to
+    for path, node in _schema_nodes(schema):
+        if "$dynamicRef" in node or "$recursiveRef" in node or (path and "$id" in node):
+            return True
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if ref != "#" and not ref.startswith("#/"):
+                return True
+            targets[path] = tuple(part.replace("~1", "/").replace("~0", "~")
+                                  for part in ref[2:].split("/")) if ref != "#" else ()
+    # A ref leads to every ref inside the subschema it points to; a cycle among them is recursion.
+    leads = {at: [other for other in targets if _within(other, to)] for at, to in targets.items()}
+    done: set[tuple[Any, ...]] = set()
+    for start, first in leads.items():
+        seen, stack = {start}, list(first)
+        while stack:
+            at = stack.pop()
+            if at == start:
+                return True
+            if at not in seen and at not in done:
+                seen.add(at)
+                stack.extend(leads[at])
+        done.add(start)
+    return False
+
+
+def _within(path: tuple[Any, ...], prefix: tuple[str, ...]) -> bool:
+    """Whether the JSON-pointer parts `prefix` lead to `path` or to a schema inside it."""
+    return len(path) >= len(prefix) and all(str(step) == part for step, part in zip(path, prefix, strict=False))
 
 
 class Tools(Sequence[Mapping[str, Any]]):
@@ -597,9 +531,123 @@ def _strict_data_problem(name: str, arguments: dict[str, Any], arguments_json: s
     return None
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _optional_null(error: jsonschema_rs.ValidationError, schema: Any) -> bool:
+    """A `null` written for a property its object does not require means "not given".
+
+    Models write it often for optional parameters (and templates that cannot describe a
+    nullable type still show them an optional one), so it does not reject the call. (The error's
+    `schema_path` is where the failing keyword is in the tool's schema, also behind a `$ref`.)"""
+    path, where = error.schema_path, error.instance_path
+    if len(path) < 3 or path[-3] != "properties" or not where or where[-1] != path[-2]:
+        return False
+    parent: Any = schema
+    for step in path[:-3]:
+        try:
+            parent = parent[step]
+        except (KeyError, IndexError, TypeError):
+            return False
+    return isinstance(parent, Mapping) and path[-2] not in parent.get("required", ()) and error.instance is None
+
+
+def _json_path(where: Sequence[str | int]) -> str:
+    """`$.a[0].b`, as jsonschema writes an error's place in the instance."""
+    return "$" + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in where)
+
+
+def _amount(edge: int, edge_words: str, words: str) -> Callable[[Any, str], str]:
+    """jsonschema's words for a length, item or property count out of bounds (`edge` has its own)."""
+    return lambda kind, shown: f"{shown} {edge_words if kind.limit == edge else words}"
+
+
+def _bound(words: str) -> Callable[[Any, str], str]:
+    return lambda kind, shown: f"{shown} is {words} of {kind.limit!r}"
+
+
+def _extras(which: str) -> Callable[[Any, str], str]:
+    def message(kind: Any, shown: str) -> str:
+        listed = ", ".join(_short(extra, 40) for extra in sorted(kind.unexpected)[:10])
+        verb = "was" if len(kind.unexpected) == 1 else "were"
+        return f"{which} properties are not allowed ({listed} {verb} unexpected)"
+
+    return message
+
+
+# What is wrong, by the kind of error, in jsonschema's words (Python reprs, as users of the previous
+# validator read them): `(kind, the failing value's short repr) -> text`.
+_MESSAGES: dict[type[Any], Callable[[Any, str], str]] = {
+    _KIND.Type: lambda kind, shown: f"{shown} is not of type {', '.join(map(repr, kind.types))}",
+    _KIND.Required: lambda kind, shown: f"{kind.property!r} is a required property",
+    _KIND.Enum: lambda kind, shown: f"{shown} is not one of {_short(kind.options, 200)}",
+    _KIND.Constant: lambda kind, shown: f"{_short(kind.expected_value)} was expected",
+    _KIND.Minimum: _bound("less than the minimum"),
+    _KIND.Maximum: _bound("greater than the maximum"),
+    _KIND.ExclusiveMinimum: _bound("less than or equal to the minimum"),
+    _KIND.ExclusiveMaximum: _bound("greater than or equal to the maximum"),
+    _KIND.MinLength: _amount(1, "should be non-empty", "is too short"),
+    _KIND.MinItems: _amount(1, "should be non-empty", "is too short"),
+    _KIND.MinProperties: _amount(1, "should be non-empty", "does not have enough properties"),
+    _KIND.MaxLength: _amount(0, "is expected to be empty", "is too long"),
+    _KIND.MaxItems: _amount(0, "is expected to be empty", "is too long"),
+    _KIND.MaxProperties: _amount(0, "is expected to be empty", "has too many properties"),
+    _KIND.Pattern: lambda kind, shown: f"{shown} does not match {kind.pattern!r}",
+    _KIND.BacktrackLimitExceeded: lambda kind, shown: (
+        f"matching {shown} against the schema's pattern took more than the {BACKTRACK_LIMIT} "
+        "backtracking steps a match may take; the call is rejected"),
+    _KIND.Format: lambda kind, shown: f"{shown} is not a {kind.format!r}",
+    _KIND.MultipleOf: lambda kind, shown: f"{shown} is not a multiple of {kind.multiple_of}",
+    _KIND.UniqueItems: lambda kind, shown: f"{shown} has non-unique elements",
+    _KIND.AdditionalProperties: _extras("Additional"),
+    _KIND.UnevaluatedProperties: _extras("Unevaluated"),
+    _KIND.AnyOf: lambda kind, shown: f"{shown} is not valid under any of the given schemas",
+    _KIND.OneOfNotValid: lambda kind, shown: f"{shown} is not valid under any of the given schemas",
+    _KIND.OneOfMultipleValid: lambda kind, shown: f"{shown} is valid under more than one of the given schemas",
+    _KIND.Not: lambda kind, shown: f"{shown} should not be valid under {_short(kind.schema, 200)}",
+    _KIND.FalseSchema: lambda kind, shown: f"False schema does not allow {shown}",
+}
+
+
+def _message(error: jsonschema_rs.ValidationError, instance: Any) -> str:
+    """What is wrong with `instance`; jsonschema-rs's own words for the rarer kinds of error."""
+    words = _MESSAGES.get(type(error.kind))
+    return words(error.kind, _short(instance)) if words is not None else error.message
+
+
+def _instance_at(arguments: Any, where: Sequence[str | int], error: jsonschema_rs.ValidationError) -> Any:
+    """The failing value as the call holds it (its Python repr is what errors show)."""
+    try:
+        return _at(arguments, tuple(where))
+    except (KeyError, IndexError, TypeError):
+        return error.instance
+
+
+def _violations(tool: _Tool, arguments: dict[str, Any]) -> list[str]:
+    """The texts of what makes `arguments` invalid, by JSON path (none: a null for an optional
+    property is all that is wrong); stops at a pattern over its backtracking bound."""
+    errors = []
+    for error in tool.validator.iter_errors(arguments):
+        if _optional_null(error, tool.schema):
+            continue
+        errors.append(error)
+        if isinstance(error.kind, _KIND.BacktrackLimitExceeded):
+            break
+    errors.sort(key=lambda e: [str(p) for p in e.instance_path])
+    shown = [f"{_json_path(e.instance_path)}: {_message(e, _instance_at(arguments, e.instance_path, e))}"
+             for e in errors[:MAX_ERRORS]]
+    if len(errors) > MAX_ERRORS:
+        shown.append(f"... and {len(errors) - MAX_ERRORS} more errors")
+    return shown
+
+
+_TOO_DEEP = "$: the arguments nest too deeply to be checked against the schema"
+
+
 def _is_panic(error: BaseException) -> bool:
-    """A Rust panic surfacing from a compiled dependency (`referencing`'s rpds raises pyo3's
-    `PanicException`, a BaseException, when Python's stack runs out inside it)."""
+    """A Rust panic surfacing from a compiled dependency (pyo3's `PanicException`, a BaseException)."""
     return type(error).__name__ == "PanicException"
 
 
@@ -649,32 +697,17 @@ class ToolSet:
         if tool is None:
             known = ", ".join(sorted(self._tools._tools)) or "none"
             return UNKNOWN_TOOL, [f"no tool named {_short(name)} was offered (offered: {known})"]
-        if tool.patterns:
-            _budget.deadline = time.monotonic() + PATTERN_BUDGET_SECONDS  # one pattern budget for both checks
-        if tool.fast is not None:
-            try:
-                if tool.fast(arguments):
-                    _budget.deadline = None
-                    return None
-            except Exception:
-                pass
+        if tool.recursive and deeper_than(arguments, MAX_DEPTH, arguments_json):
+            return SCHEMA_VIOLATION, [_TOO_DEEP]  # the validator recurses as deep as the arguments go
         try:
-            errors = [e for e in tool.validator.iter_errors(arguments) if not _optional_null(e, tool.schema)]
-        except RecursionError:  # a recursive schema over arguments nested deeper than Python's stack
-            return SCHEMA_VIOLATION, ["$: the arguments nest too deeply to be checked against the schema"]
+            if tool.validator.is_valid(arguments):
+                return None
+            shown = _violations(tool, arguments)
         except BaseException as error:  # whatever the validator raises is this call's verdict
             if not _from_validation(error):
                 raise
-            if _is_panic(error) and "RecursionError" in str(error):
-                return SCHEMA_VIOLATION, ["$: the arguments nest too deeply to be checked against the schema"]
+            if isinstance(error, RecursionError):
+                return SCHEMA_VIOLATION, [_TOO_DEEP]
             return SCHEMA_VIOLATION, [f"$: the arguments could not be checked against the schema: "
                                       f"{type(error).__name__}: {_short(str(error), 200)}"]
-        finally:
-            _budget.deadline = None
-        if not errors:
-            return None
-        errors.sort(key=lambda e: [str(p) for p in e.path])
-        shown = [f"{e.json_path}: {e.message}" for e in errors[:MAX_ERRORS]]
-        if len(errors) > MAX_ERRORS:
-            shown.append(f"... and {len(errors) - MAX_ERRORS} more errors")
-        return SCHEMA_VIOLATION, shown
+        return (SCHEMA_VIOLATION, shown) if shown else None

@@ -1,6 +1,6 @@
 """schema_typing's depth check: exact at any limit, whatever the value's strings hold.
 
-`_deeper_than` proves most values shallow from their text (brackets outside strings, found after
+`deeper_than` proves most values shallow from their text (brackets outside strings, found after
 the escapes are paired as a JSON reader pairs them) and walks the others; both must agree with the
 depth of the decoded value, for any JSON text the strict decoder reads."""
 
@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamparse.grammar import strict_loads
-from streamparse.schema_typing import _deeper_than, _nesting_at_most
+from streamparse.schema_typing import _nesting_at_most, deeper_than
 
 # Strings full of what could mislead a reading of the text: brackets, quotes, backslashes (escaped
 # by json.dumps as \\ and \"), and characters json.dumps may write as \u escapes.
@@ -49,7 +49,7 @@ def test_the_depth_check_is_exact(value: Any, levels: int, key: str, ascii_only:
     text = json.dumps(value, ensure_ascii=ascii_only, separators=separators)
     decoded = strict_loads(text)
     depth = _depth(decoded)
-    assert _deeper_than(decoded, limit, text) == (depth > limit)
+    assert deeper_than(decoded, limit, text) == (depth > limit)
     assert _nesting_at_most(text, limit) == (depth <= limit)
 
 
