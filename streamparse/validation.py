@@ -706,7 +706,7 @@ class ToolSet:
         except BaseException as error:  # whatever the validator raises is this call's verdict
             if not _from_validation(error):
                 raise
-            if isinstance(error, RecursionError):
+            if isinstance(error, RecursionError) or "Recursion limit reached" in str(error):  # jsonschema-rs's
                 return SCHEMA_VIOLATION, [_TOO_DEEP]
             return SCHEMA_VIOLATION, [f"$: the arguments could not be checked against the schema: "
                                       f"{type(error).__name__}: {_short(str(error), 200)}"]
