@@ -95,6 +95,53 @@ def _formats(cls: type[Validator]) -> dict[str, Callable[[str], bool]]:
     return formats
 
 
+def _rust_spelling(pattern: str) -> str:
+    """`pattern` with the ECMA-262 escapes jsonschema-rs does not read spelled as ones it does:
+    `\\0` (NUL, not before a digit) as `\\x00`, and `\\b` inside a class (backspace) as `\\x08`."""
+    if "\\0" not in pattern and "\\b" not in pattern:
+        return pattern
+    out, pos, in_class = [], 0, False
+    while pos < len(pattern):
+        char = pattern[pos]
+        if char == "\\" and pos + 1 < len(pattern):
+            escaped = pattern[pos + 1]
+            if escaped == "0" and not pattern[pos + 2:pos + 3].isdigit():
+                out.append("\\x00")
+            elif escaped == "b" and in_class:
+                out.append("\\x08")
+            else:
+                out.append(char + escaped)
+            pos += 2
+            continue
+        in_class = (in_class and char != "]") or (not in_class and char == "[")
+        out.append(char)
+        pos += 1
+    return "".join(out)
+
+
+def _rust_schema(node: Any, is_schema: bool = True) -> Any:
+    """The schema as jsonschema-rs is given it: its `pattern`s and `patternProperties` regexes in
+    `_rust_spelling` (the schema nests at most MAX_SCHEMA_DEPTH deep: recursion is safe)."""
+    if isinstance(node, list):
+        return [_rust_schema(item, is_schema) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    if not is_schema:
+        return {key: _rust_schema(item) for key, item in node.items()}
+    rewritten = {}
+    for keyword, child in node.items():
+        if keyword in _DATA_KEYWORDS:
+            rewritten[keyword] = child
+        elif keyword == "pattern" and isinstance(child, str):
+            rewritten[keyword] = _rust_spelling(child)
+        elif keyword == "patternProperties" and isinstance(child, Mapping):
+            rewritten[keyword] = {_rust_spelling(key) if isinstance(key, str) else key: _rust_schema(item)
+                                  for key, item in child.items()}
+        else:
+            rewritten[keyword] = _rust_schema(child, keyword not in _NAME_MAPS)
+    return rewritten
+
+
 @cache
 def _pattern_engine(pattern: str) -> str:
     """Which engine runs `pattern`: "linear" (the `regex` crate), "fancy" (lookaround or
@@ -220,7 +267,7 @@ class _Tool:
         _check_refs(name, schema, cls)
         options = _pattern_options(name, schema)
         try:  # offline: a `$ref` or `$schema` naming a remote resource is never fetched
-            self.validator = rust(schema, formats=_formats(cls), validate_formats=True, offline=True,
+            self.validator = rust(_rust_schema(schema), formats=_formats(cls), validate_formats=True, offline=True,
                                   pattern_options=options)
         except (ValueError, jsonschema_rs.ReferencingError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -274,7 +321,7 @@ def _pattern_options(name: str, schema: Any) -> jsonschema_rs.RegexOptions | jso
         if isinstance(node.get("patternProperties"), Mapping):
             found.extend((k, True) for k in node["patternProperties"] if isinstance(k, str))
         for pattern, on_keys in found:
-            engine = _pattern_engine(pattern)
+            engine = _pattern_engine(_rust_spelling(pattern))
             if engine not in ("linear", "fancy"):
                 raise ValueError(f"tool {name!r}: the pattern {pattern!r} is {engine}")
             if engine == "fancy" and on_keys:  # jsonschema-rs reads a match cut short as "no match"

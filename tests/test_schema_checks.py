@@ -36,7 +36,7 @@ TYPES = st.sampled_from(["null", "boolean", "integer", "number", "string", "arra
 NUMBER = st.one_of(st.integers(-3, 3), st.sampled_from([0.5, 1.0, -1.5]))
 # Patterns that mean the same in ECMA-262 (jsonschema-rs) and Python's `re` (jsonschema) on the
 # strings drawn (no newline: Python's `$` also matches before a final "\n", ECMA-262's does not).
-PATTERNS = st.sampled_from(["^a", "b$", "^$", "[é]", "^(a|b)+$", "a{2,}", "^[a-c]*$"])
+PATTERNS = st.sampled_from(["^a", "b$", "^$", "[é]", "^(a|b)+$", "a{2,}", "^[a-c]*$", "^[^\\0]+$", "[\\b]"])
 
 
 def schemas() -> st.SearchStrategy[Any]:
@@ -272,6 +272,17 @@ def test_patterns_follow_ecma_262() -> None:
     assert toolset.check("f", {"p": "abc\n"}) is not None
     assert toolset.check("f", {"d": "\u0663"}) is not None  # ARABIC-INDIC DIGIT THREE
     assert toolset.check("f", {"p": "abc", "d": "123"}) is None
+
+
+def test_ecma_escapes_jsonschema_rs_does_not_read_are_spelled_for_it() -> None:
+    """`\\0` (NUL) and `[\\b]` (backspace) are ECMA-262 that users write (this repository's benchmark
+    tools do) and that jsonschema-rs refuses; they are handed to it as `\\x00` and `\\x08`."""
+    toolset = ToolSet([{"name": "f", "parameters": {"properties": {"p": {"pattern": "^[^\\0]+$"},
+                                                                   "b": {"pattern": "^[\\b]x\\b$"}},
+                                                    "patternProperties": {"^\\0": {"type": "integer"}}}}])
+    assert toolset.check("f", {"p": "ab", "b": "\bx"}) is None
+    assert toolset.check("f", {"p": "a\x00b"}) is not None and toolset.check("f", {"b": "bx"}) is not None
+    assert toolset.check("f", {"\x00k": "x"}) is not None and toolset.check("f", {"\x00k": 1}) is None
 
 
 def test_format_is_checked_as_before() -> None:
