@@ -23,8 +23,8 @@ from typing import TextIO
 
 import streamparse
 from bench import outputs
+from streamparse.batch.workers import every_core
 from streamparse.families import FAMILIES
-from streamparse.many import every_core
 from streamparse.registry import get_format
 from streamparse.types import Message, ToolCall
 

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 from conftest import ids
 from corpus import case_rows, fixture_rows, groups
 
 import streamparse
-from streamparse.many import (
-    CHUNK_SIZE,
-    every_core,
-    iter_parse_many,
-    message_fields,
-    message_from_fields,
-    ordered_map,
-    parse_fields,
-)
+from streamparse.batch.many import iter_parse_many, message_fields, message_from_fields, parse_fields
+from streamparse.batch.workers import CHUNK_SIZE, every_core, ordered_map
 from streamparse.options import make_options
 
 ALL_ROWS = fixture_rows() + case_rows()
@@ -116,3 +111,18 @@ def test_misuse_raises_at_once_in_the_caller() -> None:
         streamparse.parse_many("one text")
     with pytest.raises(TypeError, match="takes the output as str"):
         streamparse.parse_many([42], workers=1)  # type: ignore[list-item]
+
+
+def test_import_streamparse_leaves_the_batch_package_unloaded_until_parse_many_is_used() -> None:
+    code = ("import sys, streamparse\n"
+            "before = sorted(m for m in sys.modules if m.startswith('streamparse.batch'))\n"
+            "streamparse.parse_many(['x'])\n"
+            "print(before, 'streamparse.batch.many' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == ["[]", "True"]
+
+
+def test_the_files_path_imports_the_flags_module_not_the_command() -> None:
+    code = "import sys, streamparse.batch.files\nprint('streamparse.cli' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == ["False"]

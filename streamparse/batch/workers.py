@@ -1,15 +1,12 @@
-"""`parse_many`: many finished outputs parsed on every core, results in input order.
+"""The process pool of the batch path: `ordered_map` runs a module-level function over many items on
+every core, in input order, in bounded memory.
 
-Work goes to a `ProcessPoolExecutor` in chunks of texts, so the cost of moving data between
-processes is paid per chunk, not per text. A worker sends a chunk's results back as one `marshal`
-blob of plain tuples (a message's fields, or the caller's columns), not as pickled objects: the
-parent, whose time the workers share, only decodes the blob and builds what its caller asked for,
-with the collector paused while it does (the results are acyclic; a full collection rescanning
-them is pure waste). At most a few chunks per worker are in flight at any time, so an input of
-millions of texts streams through in bounded memory (`iter_parse_many`); `parse_many` is that,
-collected into a list. Each worker receives the checked `Options` once, when it starts. The worker
-count is capped by the cores and by the work: no more workers than chunks, and one chunk is parsed
-in this process.
+Work goes to a `ProcessPoolExecutor` in chunks of items, so the cost of moving data between
+processes is paid per chunk, not per item. A worker sends a chunk's results back as one `marshal`
+blob of plain data (no pickled objects): the parent, whose time the workers share, only decodes it.
+At most a few chunks per worker are in flight at any time, so an input of millions of items streams
+through. Each worker receives the checked `Options` once, when it starts. The worker count is capped
+by the cores and by the work: no more workers than chunks, and one chunk is run in this process.
 """
 
 from __future__ import annotations
@@ -19,57 +16,22 @@ import marshal
 import os
 import pickle
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from itertools import islice
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from .engine import StreamParser
-from .options import OptionFields, Options, ToolsLike, make_options
-from .types import Message, RejectedCall, Token, ToolCall
+from ..options import Options
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-Text = str | bytes | bytearray | Sequence[Token]
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-# Texts per task, measured (bench.throughput, 2 workers, mixed lengths of 100 to 10,000 characters):
+# Items per task, measured (bench.throughput, 2 workers, mixed lengths of 100 to 10,000 characters):
 # 64 leaves a fixed cost per task visible, 1,024 leaves a worker idle at the end of a short input.
 CHUNK_SIZE = 256
 IN_FLIGHT_PER_WORKER = 3  # chunks submitted ahead per worker: keeps every core busy, memory bounded
-
-MessageFields = tuple[str, str, list[tuple[str, str, dict[str, Any], str, str]],
-                      list[tuple[str, list[str], str, str | None]]]
-
-
-def parse_with(options: Options, text: Text) -> Message:
-    """`parse(text, ...)` for options already checked: what every worker and batch row runs."""
-    if not isinstance(text, (str, bytes, bytearray, list, tuple)):
-        raise TypeError(f"parse() takes the output as str, bytes or a list of Tokens, got {type(text).__name__}")
-    parser = StreamParser.from_options(options)
-    parser.feed(text)
-    parser.close()
-    return parser.message
-
-
-def message_fields(message: Message) -> MessageFields:
-    """A message as plain tuples, what `marshal` sends fast: `message_from_fields` rebuilds it."""
-    return (message.content, message.reasoning,
-            [(c.id, c.name, c.arguments, c.arguments_json, c.raw) for c in message.tool_calls],
-            [(r.status, r.errors, r.raw, r.name) for r in message.rejected])
-
-
-def message_from_fields(fields: MessageFields) -> Message:
-    content, reasoning, calls, rejected = fields
-    return Message(content, reasoning, [ToolCall(*call) for call in calls], [RejectedCall(*r) for r in rejected])
-
-
-def parse_fields(options: Options, text: Text) -> MessageFields:
-    return message_fields(parse_with(options, text))
 
 
 def every_core() -> int:
@@ -183,37 +145,3 @@ def ordered_map(
                 future.cancel()
 
 
-def iter_parse_many(texts: Iterable[Text], options: Options, workers: int | None = None) -> Iterator[Message]:
-    """The messages of `texts` in order, as they are ready; reads `texts` only a few chunks ahead."""
-    count = check_workers(workers)
-    if count == 1:
-        return ordered_map(parse_with, texts, options, 1)
-    return map(message_from_fields, ordered_map(parse_fields, texts, options, count))
-
-
-def parse_many(
-    texts: Iterable[Text],
-    *,
-    workers: int | None = None,
-    format: str = "hermes",
-    tools: ToolsLike = None,
-    thinking_forced_open: bool = False,
-    **options: Unpack[OptionFields],
-) -> list[Message]:
-    """`[parse(text, **options) for text in texts]`, on `workers` processes (None: every core; 1: this one).
-
-    The options are checked here, before any work starts; with more than one worker, `id_factory` must
-    be picklable (a function defined at module level). No more processes start than there are cores
-    and chunks of work."""
-    if isinstance(texts, (str, bytes, bytearray)):
-        raise TypeError("parse_many() takes an iterable of texts; to parse one text use parse()")
-    checked = make_options(format, tools, thinking_forced_open, options)
-    count = check_workers(workers)
-    if count > 1:
-        check_picklable(checked)
-    if min(count, every_core()) == 1:
-        return [parse_with(checked, text) for text in texts]
-    # The parent only decodes and builds acyclic messages (at most one chunk is parsed here, when
-    # there is no more work than that): a collection would rescan the growing list for nothing.
-    with collector_paused():
-        return [message_from_fields(fields) for fields in ordered_map(parse_fields, texts, checked, count)]

@@ -4,7 +4,7 @@ JSON Lines: each line is an object whose `--field` holds the output; the same ob
 with a `message` field (`Message.to_openai()` plus a `rejected` list). A line that is not such an
 object is reported on stderr with its number and skipped. Parquet: the columns of `parse_batch`
 (content, reasoning, tool_calls, rejected) are added to every row group. The work is done by the
-workers of `streamparse.many`; this module reads, writes and reports progress.
+workers of `batch.workers`; this module reads, writes and reports progress.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from contextlib import ExitStack
 from functools import partial
 from typing import Any, BinaryIO, TextIO
 
-from .batch import RESULT_COLUMNS, message_row, rejected_list
-from .cli import UsageError, options_from_flags
-from .many import check_workers, ordered_map, parse_with
-from .options import Options
+from ..cli_flags import UsageError, options_from_flags
+from ..options import Options
+from .rows import RESULT_COLUMNS, message_row, parse_with, rejected_list
+from .workers import check_workers, ordered_map
 
 LINES_SKIPPED = 3  # exit status when input lines were skipped (1 stays --strict's "a call was rejected")
 PARQUET_BATCH_ROWS = 4096
