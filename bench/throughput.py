@@ -76,11 +76,17 @@ class Result:
     one_worker: float  # rows/s
     one_batch: float  # parse_batch on one Arrow table in this process
     workers: float
-    ray: float | None
+    parent: float  # µs of the parent's CPU per row in parse_many(workers)
+    arguments: float  # µs per row the parent spends when every call's arguments are read
+    ray: RayResult | None
 
 
 def _rate(rows: int, start: float) -> float:
     return rows / max(time.perf_counter() - start, 1e-9)
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
 def _table(texts: Sequence[str]) -> object:
@@ -89,7 +95,14 @@ def _table(texts: Sequence[str]) -> object:
     return pa.table({"text": pa.array(texts, type=pa.string())})
 
 
-def through_ray(texts: Sequence[str], fmt: str, cores: int, tools: list[dict[str, object]] | None) -> float:
+@dataclass
+class RayResult:
+    rate: float  # rows/s, wall clock from map_batches to the last row, the actors' start included
+    started: float  # seconds until the first parsed block came back: the actors' start, mostly
+    after_start: float  # rows/s from the first parsed block to the last
+
+
+def through_ray(texts: Sequence[str], fmt: str, cores: int, tools: list[dict[str, object]] | None) -> RayResult:
     import pyarrow as pa
     import ray
 
@@ -99,12 +112,18 @@ def through_ray(texts: Sequence[str], fmt: str, cores: int, tools: list[dict[str
               for i in range(0, len(texts), RAY_BLOCK_ROWS)]
     dataset = ray.data.from_arrow(blocks)
     start = time.perf_counter()
-    done = dataset.map_batches(ParseBatch, fn_constructor_kwargs={"format": fmt, "tools": tools},
-                               compute=ray.data.ActorPoolStrategy(size=cores), num_cpus=1,
-                               batch_size=RAY_BATCH_ROWS, batch_format="pyarrow").materialize()
-    rate = _rate(len(texts), start)
-    assert done.count() == len(texts)
-    return rate
+    parsed = dataset.map_batches(ParseBatch, fn_constructor_kwargs={"format": fmt, "tools": tools},
+                                 compute=ray.data.ActorPoolStrategy(size=cores), num_cpus=1,
+                                 batch_size=RAY_BATCH_ROWS, batch_format="pyarrow")
+    rows = 0
+    first = first_rows = None
+    for block in parsed.iter_batches(batch_size=None, batch_format="pyarrow"):  # each block as it is done
+        rows += block.num_rows
+        if first is None:
+            first, first_rows = time.perf_counter(), block.num_rows
+    end = time.perf_counter()
+    assert rows == len(texts) and first is not None and first_rows is not None
+    return RayResult(rows / max(end - start, 1e-9), first - start, (rows - first_rows) / max(end - first, 1e-9))
 
 
 def measure(fmt: str, count: int, workers: int, use_ray: bool,
@@ -119,25 +138,40 @@ def measure(fmt: str, count: int, workers: int, use_ray: bool,
     start = time.perf_counter()
     parse_batch(table, format=fmt, tools=tools)
     batch = _rate(len(texts), start)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     parallel = streamparse.parse_many(texts, workers=workers, format=fmt, tools=tools)
     many = _rate(len(texts), start)
+    parent = (time.process_time() - cpu) / len(texts) * 1e6
+    cpu = time.process_time()
+    for message in parallel:  # what a caller that reads every call's arguments pays on top
+        for call in message.tool_calls:
+            call.arguments  # noqa: B018
+    arguments = (time.process_time() - cpu) / len(texts) * 1e6
     assert [(m.content, m.reasoning, [c.arguments for c in m.tool_calls], m.rejected) for m in parallel] == [
         (m.content, m.reasoning, [c.arguments for c in m.tool_calls], m.rejected) for m in serial]  # ids are random
     malformed = sum(1 for m in serial if m.rejected)
-    return Result(fmt, len(texts), sum(map(len, texts)), malformed, one, batch, many,
+    return Result(fmt, len(texts), sum(map(len, texts)), malformed, one, batch, many, parent, arguments,
                   through_ray(texts, fmt, workers, tools) if use_ray else None)
+
+
+def _scaled(rate: float, base: float) -> str:
+    return f"{rate:,.0f} ({rate / base:.2f}x)"
 
 
 def report(results: list[Result], workers: int, out: TextIO) -> None:
     out.write(f"Post-processing throughput: rows/s (scaling against 1 worker), {workers} workers or Ray CPUs\n")
     out.write(f"{'format':<15}{'rows':>8}{'avg chars':>10}{'malformed':>10}{'1 worker':>10}{'parse_batch':>18}"
-              f"{f'{workers} workers':>18}{f'Ray Data, {workers} CPUs':>22}\n")
+              f"{f'{workers} workers':>18}{'parent us/row':>15}{f'Ray Data, {workers} CPUs':>22}"
+              f"{'Ray after start':>20}{'Ray start':>11}\n")
     for r in results:
-        ray = f"{r.ray:,.0f} ({r.ray / r.one_worker:.2f}x)" if r.ray is not None else "skipped"
+        ray = (f"{_scaled(r.ray.rate, r.one_worker):>22}{_scaled(r.ray.after_start, r.one_worker):>20}"
+               f"{f'{r.ray.started:.1f} s':>11}") if r.ray is not None else f"{'skipped':>22}"
         out.write(f"{r.format:<15}{r.rows:>8,}{r.chars // r.rows:>10,}{r.malformed:>10,}{r.one_worker:>10,.0f}"
-                  f"{f'{r.one_batch:,.0f} ({r.one_batch / r.one_worker:.2f}x)':>18}"
-                  f"{f'{r.workers:,.0f} ({r.workers / r.one_worker:.2f}x)':>18}{ray:>22}\n")
+                  f"{_scaled(r.one_batch, r.one_worker):>18}{_scaled(r.workers, r.one_worker):>18}"
+                  f"{f'{r.parent:.1f} +{r.arguments:.1f}':>15}{ray}\n")
+    out.write(f"parent us/row: CPU of the parent process of parse_many({workers} workers) per row, "
+              "+ what reading every call's arguments adds; Ray after start: rows/s from the first parsed "
+              "block to the last; Ray start: seconds until the first parsed block (the actors' start)\n")
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
@@ -154,6 +188,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     count = opts.rows or (QUICK_ROWS if opts.quick else ROWS)
     formats = opts.formats or ([spec.name for spec in FAMILIES] if opts.quick else ["hermes"])
     use_ray = not opts.no_ray
+    before = _load()
     if use_ray:
         try:
             import ray
@@ -169,9 +204,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     finally:
         if use_ray:
             ray.shutdown()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     out.write(f"{count:,} completions a format, {'no tools' if opts.no_tools else 'checked against 3 tools'}; "
-              f"{every_core()} cores, load average {load:.2f} before the report\n")
+              f"{every_core()} cores; load average {before:.2f} at the start, {_load():.2f} at the end\n")
     report(results, opts.workers, out)
     return 0
 
