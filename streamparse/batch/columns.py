@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..options import OptionFields, Options, ToolsLike, make_options
-from .rows import RESULT_COLUMNS, message_row, parse_with
+from .rows import RESULT_COLUMNS, collector_paused, message_row, parse_with
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -102,10 +102,11 @@ class ParseBatch:
                                  f"rename it first (the result columns are {', '.join(RESULT_COLUMNS)})")
         texts = _column(batch, kind, self.text_column)
         prompts = _column(batch, kind, self.prompt_column) if self.prompt_column else [None] * len(texts)
-        rows: list[tuple[str, str, str, str] | tuple[None, None, None, None]] = [
-            (None, None, None, None) if _missing(text) else message_row(parse_with(self._options_for(prompt), text))
-            for text, prompt in zip(texts, prompts, strict=True)
-        ]
+        with collector_paused():  # one batch at a time: its little cyclic garbage is collected after it
+            rows: list[tuple[str, str, str, str] | tuple[None, None, None, None]] = [
+                (None, None, None, None) if _missing(text) else message_row(parse_with(self._options_for(prompt), text))
+                for text, prompt in zip(texts, prompts, strict=True)
+            ]
         columns = {name: [row[i] for row in rows] for i, name in enumerate(RESULT_COLUMNS)}
         return _with_columns(batch, kind, columns, self.text_column)  # type: ignore[no-any-return]
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..types import Message, RejectedCall, ToolCall
-from .rows import Text, parse_with
-from .workers import check_picklable, check_workers, collector_paused, every_core, ordered_map
+from .rows import Text, collector_paused, parse_with
+from .workers import check_picklable, check_workers, every_core, ordered_map
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -149,7 +149,7 @@ def parse_many(
     if count > 1:
         check_picklable(checked)
     if min(count, every_core()) == 1:
-        return [parse_with(checked, text) for text in texts]
+        return list(ordered_map(parse_with, texts, checked, 1))
     # The parent only decodes and builds acyclic messages (at most one chunk is parsed here, when
     # there is no more work than that): a collection would rescan the growing list for nothing.
     with collector_paused():

@@ -6,8 +6,10 @@ parses a row with `parse_with`, so each row is exactly `parse(text, **options)`.
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..engine import StreamParser
@@ -38,3 +40,15 @@ def message_row(message: Message) -> tuple[str, str, str, str]:
     """The four result columns of one message: content, reasoning, tool_calls JSON, rejected JSON."""
     calls = json.dumps([call.to_openai() for call in message.tool_calls], ensure_ascii=False)
     return message.content, message.reasoning, calls, json.dumps(rejected_list(message), ensure_ascii=False)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Automatic garbage collection off while acyclic results are built (restored as it was)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
