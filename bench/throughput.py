@@ -74,15 +74,27 @@ class Result:
     chars: int
     malformed: int
     one_worker: float  # rows/s
+    one_cpu: float  # µs of CPU per row in parse_many(workers=1)
     one_batch: float  # parse_batch on one Arrow table in this process
     workers: float
     parent: float  # µs of the parent's CPU per row in parse_many(workers)
+    in_workers: float  # µs of the worker processes' CPU per row in parse_many(workers)
     arguments: float  # µs per row the parent spends when every call's arguments are read
     ray: RayResult | None
 
 
 def _rate(rows: int, start: float) -> float:
     return rows / max(time.perf_counter() - start, 1e-9)
+
+
+def _children_cpu() -> float:
+    """Seconds of CPU of this process's ended children (the worker processes), where the OS tells it."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return float("nan")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _load() -> float:
@@ -131,17 +143,19 @@ def measure(fmt: str, count: int, workers: int, use_ray: bool,
     from streamparse.batch import parse_batch
 
     texts = corpus(fmt, count)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     serial = streamparse.parse_many(texts, workers=1, format=fmt, tools=tools)
     one = _rate(len(texts), start)
+    one_cpu = (time.process_time() - cpu) / len(texts) * 1e6
     table = _table(texts)
     start = time.perf_counter()
     parse_batch(table, format=fmt, tools=tools)
     batch = _rate(len(texts), start)
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
     parallel = streamparse.parse_many(texts, workers=workers, format=fmt, tools=tools)
     many = _rate(len(texts), start)
     parent = (time.process_time() - cpu) / len(texts) * 1e6
+    in_workers = (_children_cpu() - children) / len(texts) * 1e6  # the pool has ended: its CPU is counted
     cpu = time.process_time()
     for message in parallel:  # what a caller that reads every call's arguments pays on top
         for call in message.tool_calls:
@@ -150,7 +164,8 @@ def measure(fmt: str, count: int, workers: int, use_ray: bool,
     assert [(m.content, m.reasoning, [c.arguments for c in m.tool_calls], m.rejected) for m in parallel] == [
         (m.content, m.reasoning, [c.arguments for c in m.tool_calls], m.rejected) for m in serial]  # ids are random
     malformed = sum(1 for m in serial if m.rejected)
-    return Result(fmt, len(texts), sum(map(len, texts)), malformed, one, batch, many, parent, arguments,
+    return Result(fmt, len(texts), sum(map(len, texts)), malformed, one, one_cpu, batch, many, parent, in_workers,
+                  arguments,
                   through_ray(texts, fmt, workers, tools) if use_ray else None)
 
 
@@ -161,17 +176,19 @@ def _scaled(rate: float, base: float) -> str:
 def report(results: list[Result], workers: int, out: TextIO) -> None:
     out.write(f"Post-processing throughput: rows/s (scaling against 1 worker), {workers} workers or Ray CPUs\n")
     out.write(f"{'format':<15}{'rows':>8}{'avg chars':>10}{'malformed':>10}{'1 worker':>10}{'parse_batch':>18}"
-              f"{f'{workers} workers':>18}{'parent us/row':>15}{f'Ray Data, {workers} CPUs':>22}"
+              f"{f'{workers} workers':>18}{'CPU us/row':>26}{'ceiling':>9}{f'Ray Data, {workers} CPUs':>22}"
               f"{'Ray after start':>20}{'Ray start':>11}\n")
     for r in results:
         ray = (f"{_scaled(r.ray.rate, r.one_worker):>22}{_scaled(r.ray.after_start, r.one_worker):>20}"
                f"{f'{r.ray.started:.1f} s':>11}") if r.ray is not None else f"{'skipped':>22}"
         out.write(f"{r.format:<15}{r.rows:>8,}{r.chars // r.rows:>10,}{r.malformed:>10,}{r.one_worker:>10,.0f}"
                   f"{_scaled(r.one_batch, r.one_worker):>18}{_scaled(r.workers, r.one_worker):>18}"
-                  f"{f'{r.parent:.1f} +{r.arguments:.1f}':>15}{ray}\n")
-    out.write(f"parent us/row: CPU of the parent process of parse_many({workers} workers) per row, "
-              "+ what reading every call's arguments adds; Ray after start: rows/s from the first parsed "
-              "block to the last; Ray start: seconds until the first parsed block (the actors' start)\n")
+                  f"{f'{r.one_cpu:.0f} | {r.parent:.1f} +{r.arguments:.1f}, {r.in_workers:.0f}':>26}"
+                  f"{f'{workers * r.one_cpu / (r.parent + r.in_workers):.2f}x':>9}{ray}\n")
+    out.write(f"CPU us/row: 1 worker | with {workers} workers, the parent (+ what reading every call's arguments "
+              f"adds), the workers; ceiling: the scaling {workers} busy cores allow at those CPU costs, {workers} x "
+              "1 worker / (parent + workers), whatever else shares the machine; Ray after start: rows/s from "
+              "the first parsed block to the last; Ray start: seconds until the first parsed block\n")
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
