@@ -13,6 +13,7 @@ Wall-clock times include starting the worker processes and Ray's actors: that is
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import sys
@@ -23,8 +24,8 @@ from typing import TextIO
 
 import streamparse
 from bench import outputs
+from streamparse.batch.workers import every_core
 from streamparse.families import FAMILIES
-from streamparse.many import every_core
 from streamparse.registry import get_format
 from streamparse.types import Message, ToolCall
 
@@ -74,13 +75,31 @@ class Result:
     chars: int
     malformed: int
     one_worker: float  # rows/s
+    one_cpu: float  # µs of CPU per row in parse_many(workers=1)
     one_batch: float  # parse_batch on one Arrow table in this process
     workers: float
-    ray: float | None
+    parent: float  # µs of the parent's CPU per row in parse_many(workers)
+    in_workers: float  # µs of the worker processes' CPU per row in parse_many(workers)
+    arguments: float  # µs per row the parent spends when every call's arguments are read
+    ray: RayResult | None
 
 
 def _rate(rows: int, start: float) -> float:
     return rows / max(time.perf_counter() - start, 1e-9)
+
+
+def _children_cpu() -> float:
+    """Seconds of CPU of this process's ended children (the worker processes), where the OS tells it."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return float("nan")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
 def _table(texts: Sequence[str]) -> object:
@@ -89,7 +108,22 @@ def _table(texts: Sequence[str]) -> object:
     return pa.table({"text": pa.array(texts, type=pa.string())})
 
 
-def through_ray(texts: Sequence[str], fmt: str, cores: int, tools: list[dict[str, object]] | None) -> float:
+@dataclass
+class RayResult:
+    rate: float  # rows/s, wall clock from map_batches to the last row, the actors' start included
+    started: float  # seconds until the first parsed block came back: the actors' start, mostly
+    after_start: float  # rows/s from the first parsed block to the last
+    fixed: float  # seconds Ray Data takes for an identity map of 100 rows on the same actor pool
+
+
+class _Identity:
+    """The cheapest map Ray Data can run: what it costs is Ray Data's own, whatever the work."""
+
+    def __call__(self, batch: object) -> object:
+        return batch
+
+
+def through_ray(texts: Sequence[str], fmt: str, cores: int, tools: list[dict[str, object]] | None) -> RayResult:
     import pyarrow as pa
     import ray
 
@@ -99,12 +133,23 @@ def through_ray(texts: Sequence[str], fmt: str, cores: int, tools: list[dict[str
               for i in range(0, len(texts), RAY_BLOCK_ROWS)]
     dataset = ray.data.from_arrow(blocks)
     start = time.perf_counter()
-    done = dataset.map_batches(ParseBatch, fn_constructor_kwargs={"format": fmt, "tools": tools},
-                               compute=ray.data.ActorPoolStrategy(size=cores), num_cpus=1,
-                               batch_size=RAY_BATCH_ROWS, batch_format="pyarrow").materialize()
-    rate = _rate(len(texts), start)
-    assert done.count() == len(texts)
-    return rate
+    parsed = dataset.map_batches(ParseBatch, fn_constructor_kwargs={"format": fmt, "tools": tools},
+                                 compute=ray.data.ActorPoolStrategy(size=cores), num_cpus=1,
+                                 batch_size=RAY_BATCH_ROWS, batch_format="pyarrow")
+    rows = 0
+    first = first_rows = None
+    for block in parsed.iter_batches(batch_size=None, batch_format="pyarrow"):  # each block as it is done
+        rows += block.num_rows
+        if first is None:
+            first, first_rows = time.perf_counter(), block.num_rows
+    end = time.perf_counter()
+    assert rows == len(texts) and first is not None and first_rows is not None
+    fixed = time.perf_counter()
+    ray.data.from_arrow(blocks[0].slice(0, 100)).map_batches(
+        _Identity, compute=ray.data.ActorPoolStrategy(size=cores), num_cpus=1, batch_format="pyarrow").materialize()
+    fixed = time.perf_counter() - fixed
+    after = (rows - first_rows) / max(end - first, 1e-9) if rows > first_rows else float("nan")  # one block: none
+    return RayResult(rows / max(end - start, 1e-9), first - start, after, fixed)
 
 
 def measure(fmt: str, count: int, workers: int, use_ray: bool,
@@ -112,32 +157,55 @@ def measure(fmt: str, count: int, workers: int, use_ray: bool,
     from streamparse.batch import parse_batch
 
     texts = corpus(fmt, count)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     serial = streamparse.parse_many(texts, workers=1, format=fmt, tools=tools)
     one = _rate(len(texts), start)
+    one_cpu = (time.process_time() - cpu) / len(texts) * 1e6
     table = _table(texts)
     start = time.perf_counter()
     parse_batch(table, format=fmt, tools=tools)
     batch = _rate(len(texts), start)
-    start = time.perf_counter()
+    start, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
     parallel = streamparse.parse_many(texts, workers=workers, format=fmt, tools=tools)
     many = _rate(len(texts), start)
+    parent = (time.process_time() - cpu) / len(texts) * 1e6
+    in_workers = (_children_cpu() - children) / len(texts) * 1e6  # the pool has ended: its CPU is counted
+    cpu = time.process_time()
+    for message in parallel:  # what a caller that reads every call's arguments pays on top
+        for call in message.tool_calls:
+            call.arguments  # noqa: B018
+    arguments = (time.process_time() - cpu) / len(texts) * 1e6
     assert [(m.content, m.reasoning, [c.arguments for c in m.tool_calls], m.rejected) for m in parallel] == [
         (m.content, m.reasoning, [c.arguments for c in m.tool_calls], m.rejected) for m in serial]  # ids are random
     malformed = sum(1 for m in serial if m.rejected)
-    return Result(fmt, len(texts), sum(map(len, texts)), malformed, one, batch, many,
+    return Result(fmt, len(texts), sum(map(len, texts)), malformed, one, one_cpu, batch, many, parent, in_workers,
+                  arguments,
                   through_ray(texts, fmt, workers, tools) if use_ray else None)
+
+
+def _scaled(rate: float, base: float) -> str:
+    return "one block" if math.isnan(rate) else f"{rate:,.0f} ({rate / base:.2f}x)"
 
 
 def report(results: list[Result], workers: int, out: TextIO) -> None:
     out.write(f"Post-processing throughput: rows/s (scaling against 1 worker), {workers} workers or Ray CPUs\n")
     out.write(f"{'format':<15}{'rows':>8}{'avg chars':>10}{'malformed':>10}{'1 worker':>10}{'parse_batch':>18}"
-              f"{f'{workers} workers':>18}{f'Ray Data, {workers} CPUs':>22}\n")
+              f"{f'{workers} workers':>18}{'CPU us/row':>26}{'ceiling':>9}{f'Ray Data, {workers} CPUs':>22}"
+              f"{'Ray after start':>20}{'Ray start':>11}{'Ray itself':>13}\n")
     for r in results:
-        ray = f"{r.ray:,.0f} ({r.ray / r.one_worker:.2f}x)" if r.ray is not None else "skipped"
+        ray = f"{'skipped':>22}"
+        if r.ray is not None:
+            ray = (f"{_scaled(r.ray.rate, r.one_worker):>22}{_scaled(r.ray.after_start, r.one_worker):>20}"
+                   f"{f'{r.ray.started:.1f} s':>11}{f'{r.ray.fixed:.1f} s':>13}")
         out.write(f"{r.format:<15}{r.rows:>8,}{r.chars // r.rows:>10,}{r.malformed:>10,}{r.one_worker:>10,.0f}"
-                  f"{f'{r.one_batch:,.0f} ({r.one_batch / r.one_worker:.2f}x)':>18}"
-                  f"{f'{r.workers:,.0f} ({r.workers / r.one_worker:.2f}x)':>18}{ray:>22}\n")
+                  f"{_scaled(r.one_batch, r.one_worker):>18}{_scaled(r.workers, r.one_worker):>18}"
+                  f"{f'{r.one_cpu:.0f} | {r.parent:.1f} +{r.arguments:.1f}, {r.in_workers:.0f}':>26}"
+                  f"{f'{workers * r.one_cpu / (r.parent + r.in_workers):.2f}x':>9}{ray}\n")
+    out.write(f"CPU us/row: 1 worker | with {workers} workers, the parent (+ what reading every call's arguments "
+              f"adds), the workers; ceiling: the scaling {workers} busy cores allow at those CPU costs, {workers} x "
+              "1 worker / (parent + workers), whatever else shares the machine; Ray after start: rows/s from "
+              "the first parsed block to the last; Ray start: seconds until the first parsed block; Ray itself: "
+              "seconds Ray Data takes to map 100 rows through an identity on the same actor pool\n")
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
@@ -154,6 +222,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     count = opts.rows or (QUICK_ROWS if opts.quick else ROWS)
     formats = opts.formats or ([spec.name for spec in FAMILIES] if opts.quick else ["hermes"])
     use_ray = not opts.no_ray
+    before = _load()
     if use_ray:
         try:
             import ray
@@ -169,9 +238,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     finally:
         if use_ray:
             ray.shutdown()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     out.write(f"{count:,} completions a format, {'no tools' if opts.no_tools else 'checked against 3 tools'}; "
-              f"{every_core()} cores, load average {load:.2f} before the report\n")
+              f"{every_core()} cores; load average {before:.2f} at the start, {_load():.2f} at the end\n")
     report(results, opts.workers, out)
     return 0
 

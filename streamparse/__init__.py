@@ -7,16 +7,18 @@ by one incremental engine from format declarations; any chunking gives the same 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .api import astream, parse, render, stream
 from .detect import detect_format, thinking_forced_open
 from .engine import StreamParser
-from .many import parse_many
 from .options import Options
 from .registry import formats
 from .types import Delta, Message, RejectedCall, Token, ToolCall, ToolCallDelta
 from .validation import Tools
+
+if TYPE_CHECKING:
+    from .batch.many import parse_many
 
 __all__ = [
     "Delta",
@@ -41,10 +43,11 @@ __version__ = "0.1.0"
 
 _LAZY = {"ChatTemplate": "chat_template", "TemplateRenderError": "chat_template", "PromptPart": "prompt_marking",
          "ControlTokenError": "prompt_marking"}
+_LAZY.update(parse_many="batch.many")  # the batch package (process pools), imported only when used
 
 
 def __getattr__(name: str) -> Any:
-    """`ChatTemplate` and its companions, imported on first use (they need jinja2, the server extra)."""
+    """`ChatTemplate` and its companions (they need jinja2) and `parse_many`, imported on first use."""
     if name in _LAZY:
         import importlib
 

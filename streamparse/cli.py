@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, TextIO, get_args
 
 from . import __version__
+from .cli_flags import UsageError, add_option_flags, options_from_flags
 from .detect import detect_format
 from .engine import StreamParser
-from .options import OPTION_HELP, EmitCalls, OnRejected, Options, SpecialTokens, ToolCallsInReasoning
 from .registry import formats, get_format
 from .types import ReasoningField
 
@@ -23,67 +23,9 @@ _PACKAGE = Path(__file__).resolve().parent
 _DEMO = "qwen3_reasoning_two_calls.txt"  # the Hermes demo; other formats show their first fixture
 
 
-class UsageError(Exception):
-    """Misuse of the command: reported on stderr with exit status 2."""
-
-
 def _fixtures_dir() -> Path:
     installed = _PACKAGE / "_fixtures"
     return installed if installed.is_dir() else _PACKAGE.parent / "fixtures"
-
-
-def _load_tools(path: str | None) -> list[dict[str, Any]] | None:
-    if path is None:
-        return None
-    try:
-        tools = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UsageError(f"cannot read --tools file: {error}") from None
-    except ValueError as error:
-        raise UsageError(f"--tools file {path} is not JSON: {error}") from None
-    if not isinstance(tools, list):
-        raise UsageError(f"--tools file {path} must hold a JSON list of tool definitions")
-    return tools
-
-
-def add_option_flags(sub: argparse.ArgumentParser) -> None:
-    """A flag for every parser option (`options.OPTION_HELP`), so every command that parses takes them all."""
-    sub.add_argument("--format", "-f", default="hermes", help=OPTION_HELP["format"])
-    sub.add_argument("--tools", help="JSON file with the tools list (OpenAI shape) to check calls against")
-    sub.add_argument("--forced-open", action="store_true", help=OPTION_HELP["thinking_forced_open"])
-    sub.add_argument("--prompt", help=OPTION_HELP["prompt"] + " (the text itself; @FILE reads a file)")
-    sub.add_argument("--emit", choices=get_args(EmitCalls), default="validated", help=OPTION_HELP["emit_calls"])
-    sub.add_argument("--tool-calls-in-reasoning", choices=get_args(ToolCallsInReasoning), default="ignore",
-                     help=OPTION_HELP["tool_calls_in_reasoning"])
-    sub.add_argument("--on-rejected", choices=get_args(OnRejected), default="report", help=OPTION_HELP["on_rejected"])
-    sub.add_argument("--max-call-chars", type=int, help=OPTION_HELP["max_call_chars"])
-    sub.add_argument("--special-tokens", choices=get_args(SpecialTokens), default="ignore",
-                     help=OPTION_HELP["special_tokens"] + "; the CLI reads plain text, so with 'require' "
-                          "nothing counts as a delimiter")
-    sub.add_argument("--ids", choices=("random", "ordinal"), default="random",
-                     help="id_factory: random OpenAI-shaped ids, or call_0, call_1, ... (reproducible output)")
-
-
-def _ordinal_id(ordinal: int) -> str:
-    return f"call_{ordinal}"
-
-
-def options_from_flags(opts: argparse.Namespace) -> Options:
-    """The `Options` the flags of `add_option_flags` say; misuse is a `UsageError`."""
-    prompt = opts.prompt
-    try:
-        if prompt is not None and prompt.startswith("@"):
-            prompt = Path(prompt[1:]).read_text(encoding="utf-8")
-        return Options(
-            format=opts.format, tools=_load_tools(opts.tools), thinking_forced_open=opts.forced_open,
-            emit_calls=opts.emit, tool_calls_in_reasoning=opts.tool_calls_in_reasoning, prompt=prompt,
-            on_rejected=opts.on_rejected, max_call_chars=opts.max_call_chars, special_tokens=opts.special_tokens,
-            id_factory=_ordinal_id if opts.ids == "ordinal" else None,
-        )
-    except OSError as error:
-        raise UsageError(f"cannot read --prompt file: {error}") from None
-    except (ValueError, TypeError) as error:
-        raise UsageError(str(error)) from None
 
 
 def _parser(opts: argparse.Namespace) -> StreamParser:
@@ -126,8 +68,8 @@ def _cmd_parse(opts: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_parse_files(opts: argparse.Namespace, out: TextIO) -> int:
-    """`parse --jsonl` / `--parquet`: many outputs on every core (see `streamparse.files`)."""
-    from . import files
+    """`parse --jsonl` / `--parquet`: many outputs on every core (see `streamparse.batch.files`)."""
+    from .batch import files
 
     return files.parse_jsonl(opts, out) if opts.jsonl is not None else files.parse_parquet(opts)
 
@@ -390,7 +332,7 @@ def build_argparser() -> argparse.ArgumentParser:
     parse_cmd.add_argument("file", nargs="?", help="the output text; stdin when absent or -")
     parse_cmd.add_argument("--openai", action="store_true", help="print the OpenAI chat message shape")
     common(parse_cmd)
-    from .files import add_file_flags
+    from .batch.files import add_file_flags
 
     add_file_flags(parse_cmd)
     stream_cmd = commands.add_parser("stream", help="read stdin incrementally, print one delta per line (JSON Lines)")

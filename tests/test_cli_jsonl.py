@@ -15,7 +15,7 @@ from conftest import ids
 from corpus import Row, fixture_rows
 
 import streamparse
-from streamparse.files import LINES_SKIPPED, Progress
+from streamparse.batch.files import LINES_SKIPPED, Progress
 
 SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent)) or shutil.which("streamparse")
 pytestmark = pytest.mark.skipif(SCRIPT is None, reason="install the package first: pip install -e '.[test]'")

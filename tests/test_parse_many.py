@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 from conftest import ids
 from corpus import case_rows, fixture_rows, groups
 
 import streamparse
-from streamparse.many import (
-    CHUNK_SIZE,
-    every_core,
+from streamparse.batch.many import (
+    ReceivedToolCall,
+    compact_fields,
     iter_parse_many,
-    message_fields,
-    message_from_fields,
-    ordered_map,
-    parse_fields,
+    message_from_compact,
+    parse_compact,
 )
+from streamparse.batch.workers import CHUNK_SIZE, every_core, ordered_map
 from streamparse.options import make_options
+from streamparse.types import ToolCall
 
 ALL_ROWS = fixture_rows() + case_rows()
 GROUPS = groups(ALL_ROWS)
@@ -41,17 +45,51 @@ def test_rows_sent_back_by_workers_in_small_chunks_are_exactly_their_parse(key: 
     rows = GROUPS[key] * 3
     fmt, tools, forced = rows[0].format, rows[0].tools, rows[0].thinking_forced_open
     options = make_options(fmt, tools, forced, {"id_factory": ids})
-    got = [message_from_fields(f) for f in ordered_map(parse_fields, [r.text for r in rows], options, 2, chunk_size=2)]
+    texts = [r.text for r in rows]
+    sent = ordered_map(parse_compact, texts, options, 2, chunk_size=2)
+    got = [message_from_compact(text, fields) for text, fields in zip(texts, sent, strict=True)]
     assert got == [streamparse.parse(r.text, fmt, tools=tools, thinking_forced_open=forced, id_factory=ids)
                    for r in rows]
 
 
-def test_a_message_survives_its_plain_fields_with_types_and_key_order() -> None:
-    for row in fixture_rows():
-        message = streamparse.parse(row.text, row.format, tools=row.tools)
-        back = message_from_fields(message_fields(message))
-        assert back == message and [c.raw for c in back.tool_calls] == [c.raw for c in message.tool_calls]
-        assert [list(c.arguments) for c in back.tool_calls] == [list(c.arguments) for c in message.tool_calls]
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_a_message_survives_its_compact_form_with_types_key_order_and_raw_text(as_bytes: bool) -> None:
+    for row in ALL_ROWS:
+        text = row.text.encode() if as_bytes else row.text
+        message = streamparse.parse(text, row.format, tools=row.tools, thinking_forced_open=row.thinking_forced_open)
+        back = message_from_compact(text, compact_fields(message, text))
+        assert back == message and message == back
+        assert [c.raw for c in back.tool_calls] == [c.raw for c in message.tool_calls]
+        assert [r.raw for r in back.rejected] == [r.raw for r in message.rejected]
+        for received, parsed in zip(back.tool_calls, message.tool_calls, strict=True):
+            assert list(received.arguments) == list(parsed.arguments)
+            assert json.dumps(received.arguments) == json.dumps(parsed.arguments)  # types too: 1 is not 1.0
+
+
+def test_long_strings_of_a_text_are_sent_as_where_they_lie_not_as_text() -> None:
+    text = "<think>\n" + "why " * 40 + "\n</think>\n\n" + "answer " * 40 + (
+        '<tool_call>\n{"name": "f", "arguments": {"path": "' + "a" * 60 + '"}}\n</tool_call>')
+    message = streamparse.parse(text)
+    content, reasoning, calls, _rejected = compact_fields(message, text)
+    assert isinstance(content, tuple) and isinstance(reasoning, tuple)
+    (_id, name, arguments_json, raw, _arguments), = calls
+    assert isinstance(arguments_json, tuple) and isinstance(raw, tuple) and name == "f"
+    assert text[arguments_json[0]:arguments_json[1]] == message.tool_calls[0].arguments_json
+
+
+def test_a_call_sent_back_reads_like_a_parsed_one_and_pickles_as_one() -> None:
+    text = '<tool_call>\n{"name": "f", "arguments": {"b": [1, 2.5, null], "a": {"x": "y"}}}\n</tool_call>'
+    parsed = streamparse.parse(text, id_factory=ids).tool_calls[0]
+    received = streamparse.parse_many([text] * (2 * CHUNK_SIZE), workers=2, id_factory=ids)[0].tool_calls[0]
+    if every_core() > 1:
+        assert isinstance(received, ReceivedToolCall)
+    assert received.arguments == {"b": [1, 2.5, None], "a": {"x": "y"}} and received.arguments is received.arguments
+    assert received == parsed and parsed == received and repr(received) == repr(parsed)
+    assert type(pickle.loads(pickle.dumps(received))) is ToolCall
+    assert pickle.loads(pickle.dumps(received)) == parsed
+    assert dataclasses.replace(received, name="g") == dataclasses.replace(parsed, name="g")
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        received.colour  # type: ignore[attr-defined]  # noqa: B018
 
 
 def _pid(options: object, item: object) -> int:
@@ -116,3 +154,18 @@ def test_misuse_raises_at_once_in_the_caller() -> None:
         streamparse.parse_many("one text")
     with pytest.raises(TypeError, match="takes the output as str"):
         streamparse.parse_many([42], workers=1)  # type: ignore[list-item]
+
+
+def test_import_streamparse_leaves_the_batch_package_unloaded_until_parse_many_is_used() -> None:
+    code = ("import sys, streamparse\n"
+            "before = sorted(m for m in sys.modules if m.startswith('streamparse.batch'))\n"
+            "streamparse.parse_many(['x'])\n"
+            "print(before, 'streamparse.batch.many' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == ["[]", "True"]
+
+
+def test_the_files_path_imports_the_flags_module_not_the_command() -> None:
+    code = "import sys, streamparse.batch.files\nprint('streamparse.cli' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == ["False"]

@@ -10,33 +10,17 @@ builds its state once per actor. pyarrow and pandas are imported only when such 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .many import parse_with
-from .options import OptionFields, Options, ToolsLike, make_options
-from .types import Message
+from ..options import OptionFields, Options, ToolsLike, make_options
+from .rows import RESULT_COLUMNS, collector_paused, message_row, parse_with
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 Batch = TypeVar("Batch")
-
-RESULT_COLUMNS = ("content", "reasoning", "tool_calls", "rejected")
-
-
-def rejected_list(message: Message) -> list[dict[str, Any]]:
-    """The rejected calls as plain data: `{status, errors, raw, name}` each."""
-    return [{"status": r.status, "errors": r.errors, "raw": r.raw, "name": r.name} for r in message.rejected]
-
-
-def message_row(message: Message) -> tuple[str, str, str, str]:
-    """The four result columns of one message: content, reasoning, tool_calls JSON, rejected JSON."""
-    calls = json.dumps([call.to_openai() for call in message.tool_calls], ensure_ascii=False)
-    return message.content, message.reasoning, calls, json.dumps(rejected_list(message), ensure_ascii=False)
-
 
 def _missing(value: object) -> bool:
     """A null cell: None, or the NaN pandas puts in an object column."""
@@ -118,10 +102,11 @@ class ParseBatch:
                                  f"rename it first (the result columns are {', '.join(RESULT_COLUMNS)})")
         texts = _column(batch, kind, self.text_column)
         prompts = _column(batch, kind, self.prompt_column) if self.prompt_column else [None] * len(texts)
-        rows: list[tuple[str, str, str, str] | tuple[None, None, None, None]] = [
-            (None, None, None, None) if _missing(text) else message_row(parse_with(self._options_for(prompt), text))
-            for text, prompt in zip(texts, prompts, strict=True)
-        ]
+        with collector_paused():  # one batch at a time: its little cyclic garbage is collected after it
+            rows: list[tuple[str, str, str, str] | tuple[None, None, None, None]] = [
+                (None, None, None, None) if _missing(text) else message_row(parse_with(self._options_for(prompt), text))
+                for text, prompt in zip(texts, prompts, strict=True)
+            ]
         columns = {name: [row[i] for row in rows] for i, name in enumerate(RESULT_COLUMNS)}
         return _with_columns(batch, kind, columns, self.text_column)  # type: ignore[no-any-return]
 

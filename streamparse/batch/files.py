@@ -4,7 +4,7 @@ JSON Lines: each line is an object whose `--field` holds the output; the same ob
 with a `message` field (`Message.to_openai()` plus a `rejected` list). A line that is not such an
 object is reported on stderr with its number and skipped. Parquet: the columns of `parse_batch`
 (content, reasoning, tool_calls, rejected) are added to every row group. The work is done by the
-workers of `streamparse.many`; this module reads, writes and reports progress.
+workers of `batch.workers`; this module reads, writes and reports progress.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from contextlib import ExitStack
 from functools import partial
 from typing import Any, BinaryIO, TextIO
 
-from .batch import RESULT_COLUMNS, message_row, rejected_list
-from .cli import UsageError, options_from_flags
-from .many import check_workers, ordered_map, parse_with
-from .options import Options
+from ..cli_flags import UsageError, options_from_flags
+from ..options import Options
+from .rows import RESULT_COLUMNS, message_row, parse_with, rejected_list
+from .workers import check_workers, ordered_map
 
 LINES_SKIPPED = 3  # exit status when input lines were skipped (1 stays --strict's "a call was rejected")
 PARQUET_BATCH_ROWS = 4096
@@ -79,8 +79,10 @@ def _duration(seconds: float) -> str:
 
 # ----------------------------------------------------------------------------- JSON Lines
 
-def _jsonl_row(field: str, options: Options, numbered: tuple[int, bytes]) -> tuple[bool, str, bool]:
-    """One input line: `(True, output line, a call was rejected)`, or `(False, why it is skipped, False)`."""
+def _jsonl_row(field: str, options: Options, numbered: tuple[int, bytes]) -> tuple[bool, bytes | str, bool]:
+    """One input line: `(True, output line as UTF-8, a call was rejected)`, or `(False, why it is skipped, False)`.
+
+    The line goes back encoded, as it is written: the parent neither decodes nor encodes it."""
     number, line = numbered
     try:
         record = json.loads(line)
@@ -98,7 +100,29 @@ def _jsonl_row(field: str, options: Options, numbered: tuple[int, bytes]) -> tup
         return False, f"line {number}: already has a 'message' field", False
     message = parse_with(options, text)
     record["message"] = {**message.to_openai(), "rejected": rejected_list(message)}
-    return True, json.dumps(record, ensure_ascii=False), bool(message.rejected)
+    return True, (json.dumps(record, ensure_ascii=False) + "\n").encode(), bool(message.rejected)
+
+
+class _Encoding:
+    """A text stream written to in UTF-8 bytes (for one without a binary buffer, such as a StringIO)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, data: bytes) -> None:
+        self.out.write(data.decode())
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def _bytes_of(out: TextIO) -> BinaryIO | _Encoding:
+    """Where the output lines go as bytes: `out`'s binary buffer (after what was written as text), or `out`."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:
+        return _Encoding(out)
+    out.flush()
+    return buffer  # type: ignore[no-any-return]
 
 
 def _numbered_lines(source: BinaryIO, read: list[int]) -> Iterator[tuple[int, bytes]]:
@@ -137,21 +161,20 @@ def parse_jsonl(opts: argparse.Namespace, out: TextIO) -> int:
     with ExitStack() as stack:
         try:
             source = sys.stdin.buffer if opts.jsonl == "-" else stack.enter_context(open(opts.jsonl, "rb"))
-            if opts.output:
-                out = stack.enter_context(open(opts.output, "w", encoding="utf-8"))
+            sink = stack.enter_context(open(opts.output, "wb")) if opts.output else _bytes_of(out)
         except OSError as error:
             raise UsageError(str(error)) from None
         results = ordered_map(partial(_jsonl_row, opts.field), _numbered_lines(source, read), options, workers)
-        for parsed, written, was_rejected in results:
-            if parsed:
-                out.write(written + "\n")
+        for _, written, was_rejected in results:
+            if isinstance(written, bytes):  # (a skipped line's reason is text)
+                sink.write(written)
                 rows += 1
                 rejected += was_rejected
             else:
                 skipped += 1
                 print(f"streamparse: {written}; skipped", file=sys.stderr)
             progress.update(rows, read[0])
-        out.flush()
+        sink.flush()
     progress.update(rows, read[0], final=True)
     return _exit_status(opts, rows, skipped, rejected)
 

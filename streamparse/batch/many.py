@@ -1,0 +1,156 @@
+"""`parse_many`: many finished outputs parsed on every core, results in input order.
+
+The texts go to the workers of `batch.workers` in chunks. A worker sends a chunk's messages back in
+a compact form (one `marshal` blob of plain tuples), not as pickled objects, so that the parent,
+whose time the workers share, does as little per row as it can:
+- a string that is a stretch of the row's text (content, reasoning, a call's raw text and, in the
+  JSON formats, its `arguments_json`) is sent as where it lies, and the parent, which still holds
+  the text, slices it out: a copy, where a decode of the same bytes read from the pipe would cost
+  more and move twice the data;
+- a call's `arguments` (the many small objects of a nested dict: most of what decoding a message
+  costs) travel as their own `marshal` bytes, which the parent's `ToolCall` decodes when they are
+  first read. A caller that reads every call's arguments pays that decode (the fastest there is for
+  them) in the parent; one that counts, filters or writes `arguments_json` never does.
+The messages are built with the collector paused (they are acyclic; a full collection rescanning
+them is pure waste). `iter_parse_many` reads its input only a few chunks ahead, so millions of texts
+stream through in bounded memory; `parse_many` is that, collected into a list.
+"""
+
+from __future__ import annotations
+
+import marshal
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..options import OptionFields, Options, ToolsLike, make_options
+from ..types import Message, RejectedCall, ToolCall
+from .rows import Text, collector_paused, parse_with
+from .workers import check_picklable, check_workers, every_core, ordered_map
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+Piece = str | tuple[int, int]  # a string, or where it lies in the row's text: text[start:end]
+CompactCall = tuple[str, str, Piece, Piece, bytes]  # id, name, arguments_json, raw, marshalled arguments
+CompactRejected = tuple[str, list[str], Piece, str | None]  # status, errors, raw, name
+Compact = tuple[Piece, Piece, list[CompactCall], list[CompactRejected]]
+
+# Shorter strings are sent as they are: finding and slicing them costs more than it saves.
+SHORTEST_PIECE = 32
+
+
+class ReceivedToolCall(ToolCall):
+    """A `ToolCall` a worker sent back: `arguments` is decoded from the bytes it came in when first read.
+
+    It is equal to the `ToolCall` `parse()` gives (and pickles as one); only `type(call)` tells them apart."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "arguments" or "_sent_arguments" not in self.__dict__:
+            raise AttributeError(f"'ToolCall' object has no attribute {name!r}")
+        arguments = marshal.loads(self.__dict__.pop("_sent_arguments"))
+        object.__setattr__(self, "arguments", arguments)
+        return arguments
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolCall):
+            return NotImplemented
+        return (self.id, self.name, self.arguments_json, self.arguments) == (
+            other.id, other.name, other.arguments_json, other.arguments)
+
+    __hash__ = None  # type: ignore[assignment]  # (a ToolCall holds a dict: it has no hash either)
+
+    def __repr__(self) -> str:
+        return ToolCall.__repr__(self).replace(type(self).__qualname__, "ToolCall", 1)
+
+
+def _received_call(call_id: str, name: str, arguments_json: str, raw: str, arguments: bytes) -> ReceivedToolCall:
+    call = ReceivedToolCall.__new__(ReceivedToolCall)  # (ToolCall's frozen __init__ wants the arguments decoded)
+    call.__dict__.update(id=call_id, name=name, arguments_json=arguments_json, raw=raw, _sent_arguments=arguments)
+    return call
+
+
+def _piece(text: str, value: str, start: int = 0, end: int | None = None) -> Piece:
+    if len(value) < SHORTEST_PIECE:
+        return value
+    at = text.find(value, start, len(text) if end is None else end)
+    return value if at < 0 else (at, at + len(value))
+
+
+def compact_fields(message: Message, text: Text) -> Compact:
+    """`message`, parsed from `text`, in the form a worker sends back: `message_from_compact` rebuilds it."""
+    source = text if isinstance(text, str) else ""  # pieces of bytes or Tokens are sent as strings
+    calls: list[CompactCall] = []
+    for call in message.tool_calls:
+        raw = _piece(source, call.raw)
+        inside = raw if isinstance(raw, tuple) else (0, len(source))
+        calls.append((call.id, call.name, _piece(source, call.arguments_json, *inside), raw,
+                      marshal.dumps(call.arguments)))
+    return (_piece(source, message.content), _piece(source, message.reasoning), calls,
+            [(r.status, r.errors, _piece(source, r.raw), r.name) for r in message.rejected])
+
+
+def message_from_compact(text: Text, fields: Compact) -> Message:
+    """The message `compact_fields` sent for `text`, its strings sliced from the text."""
+    content, reasoning, calls, rejected = fields
+
+    def string(piece: Piece) -> str:
+        return piece if type(piece) is str else text[piece[0]:piece[1]]  # type: ignore[index,return-value]
+
+    return Message(string(content), string(reasoning),
+                   [_received_call(i, n, string(j), string(raw), arguments) for i, n, j, raw, arguments in calls],
+                   [RejectedCall(status, errors, string(raw), name) for status, errors, raw, name in rejected])
+
+
+def parse_compact(options: Options, text: Text) -> Compact:
+    """What a worker runs per row: the parse, in the form it sends back."""
+    return compact_fields(parse_with(options, text), text)
+
+
+def _messages(texts: Iterable[Text], options: Options, workers: int) -> Iterator[Message]:
+    """The messages of `texts` parsed on the workers; the texts in flight are held here to slice from."""
+    held: deque[Text] = deque()
+
+    def holding() -> Iterator[Text]:
+        for text in texts:
+            held.append(text)
+            yield text
+
+    for fields in ordered_map(parse_compact, holding(), options, workers):
+        yield message_from_compact(held.popleft(), fields)
+
+
+def iter_parse_many(texts: Iterable[Text], options: Options, workers: int | None = None) -> Iterator[Message]:
+    """The messages of `texts` in order, as they are ready; reads `texts` only a few chunks ahead."""
+    count = check_workers(workers)
+    if min(count, every_core()) == 1:
+        return ordered_map(parse_with, texts, options, 1)
+    return _messages(texts, options, count)
+
+
+def parse_many(
+    texts: Iterable[Text],
+    *,
+    workers: int | None = None,
+    format: str = "hermes",
+    tools: ToolsLike = None,
+    thinking_forced_open: bool = False,
+    **options: Unpack[OptionFields],
+) -> list[Message]:
+    """`[parse(text, **options) for text in texts]`, on `workers` processes (None: every core; 1: this one).
+
+    The options are checked here, before any work starts; with more than one worker, `id_factory` must
+    be picklable (a function defined at module level). No more processes start than there are cores
+    and chunks of work."""
+    if isinstance(texts, (str, bytes, bytearray)):
+        raise TypeError("parse_many() takes an iterable of texts; to parse one text use parse()")
+    checked = make_options(format, tools, thinking_forced_open, options)
+    count = check_workers(workers)
+    if count > 1:
+        check_picklable(checked)
+    if min(count, every_core()) == 1:
+        return list(ordered_map(parse_with, texts, checked, 1))
+    # The parent only decodes and builds acyclic messages (at most one chunk is parsed here, when
+    # there is no more work than that): a collection would rescan the growing list for nothing.
+    with collector_paused():
+        return list(_messages(texts, checked, count))
