@@ -1,8 +1,8 @@
 """Loading the per-format PEG grammars from `formats/`, with fast shared terminals.
 
-Grammars are parsimonious rule strings. JSON values are matched by a custom rule that calls the C
-JSON decoder (`json_value`, `json_string`, `json_object`), so a 20 KB argument is one node, not
-thousands, and its decoded value rides on the node.
+Grammars are parsimonious rule strings. JSON values are matched by a custom rule that reads them
+strictly at native speed (`strict_value`: jiter; `json_value`, `json_string`, `json_object`), so a
+20 KB argument is one node, not thousands, and its decoded value rides on the node.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import jiter
 import regex  # type: ignore[import-untyped]
 from parsimonious.expressions import Expression, Literal, Lookahead, OneOf, Quantifier, Regex, Sequence
 from parsimonious.grammar import Grammar
@@ -78,15 +79,9 @@ class NotStrictJSON(json.JSONDecodeError):
     """JSON that Python's lenient reader takes and RFC 8259 does not (or that nests too deeply)."""
 
 
-class StrictDecoder(json.JSONDecoder):
-    """Python's C JSON decoder, held to RFC 8259 (I-JSON, RFC 7493): NaN and Infinity, numbers that
-    overflow a double, lone surrogates (escaped or raw, in keys or values) and duplicate keys at any
-    depth raise `json.JSONDecodeError` saying which; so does nesting deeper than the decoder follows
-    ("nested too deeply"), which the C decoder reports as a RecursionError.
-
-    Cost: the C scanner stays (the hooks run once per object and per non-integer number); the
-    surrogate check is a scan of the value's text at C speed (`str.isascii`, one regex search), and
-    walks the decoded value only when an escaped surrogate is written."""
+class _Explainer(json.JSONDecoder):
+    """Python's C JSON decoder with hooks that raise on what RFC 8259 refuses: run only where jiter
+    refused a value, to say why in the words of `NotStrictJSON` (and at Python's positions)."""
 
     scan_once: Callable[[str, int], tuple[Any, int]]  # set by JSONDecoder: the C scanner
 
@@ -94,7 +89,9 @@ class StrictDecoder(json.JSONDecoder):
         super().__init__(parse_constant=_reject_constant, parse_float=_finite_float,
                          object_pairs_hook=_unique_keys)
 
-    def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
+    def explain(self, s: str, idx: int, refusal: str) -> NoReturn:
+        """Raise the error that says why the value at `s[idx]` is not strict JSON; `refusal` is
+        jiter's word for it, said where Python's decoder takes the value (deeper nesting)."""
         try:
             value, end = self.scan_once(s, idx)
         except StopIteration as error:
@@ -103,24 +100,122 @@ class StrictDecoder(json.JSONDecoder):
             raise NotStrictJSON(str(error), s, idx) from None
         except RecursionError:
             raise NotStrictJSON("nested too deeply", s, idx) from None
-        # `isascii` is O(1) and holds for most outputs: then only an escape can write a surrogate.
-        raw = s.isascii() or encodable(s[idx:end])
-        if not raw or _SURROGATE_ESCAPE.search(s, idx, end) is not None:
-            bad = _lone_surrogate(value)
-            if bad is not None or not raw:
-                shown = (bad or s[idx:end])[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
-                raise NotStrictJSON(f'a lone surrogate (not a Unicode character) in "{shown}"', s, idx)
-        return value, end
+        bad = _lone_surrogate(value) if encodable(s[idx:end]) else s[idx:end]
+        if bad is not None:
+            shown = bad[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            raise NotStrictJSON(f'a lone surrogate (not a Unicode character) in "{shown}"', s, idx)
+        if "recursion limit" in refusal:
+            raise NotStrictJSON("nested too deeply", s, idx)
+        raise NotStrictJSON(f"not strict JSON: {refusal}", s, idx)
 
 
-# Where an escaped surrogate (`\ud800`-`\udfff`, either case) may be written: one regex pass.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
+_EXPLAINER = _Explainer()
+
+
+def decode_exact(text: str, start: int, end: int) -> Any:
+    """The strict JSON value that is exactly `text[start:end]` (no space around it), read by jiter
+    at native speed: duplicate keys at any depth, NaN and Infinity, lone surrogates (escaped or
+    raw) and nesting deeper than 200 are refused (`ValueError`, jiter's words). The one rule jiter
+    leaves, a number that overflows a double, is checked here without walking the value unless its
+    text holds an exponent after a digit (or a run of digits long enough to overflow)."""
+    data = text[start:end].encode()  # a raw lone surrogate: UnicodeEncodeError, a ValueError
+    value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=True)
+    if _OVERFLOW_RISK.search(text, start, end) is not None and _has_infinity(value):
+        raise ValueError("a number too large for a double")
+    return value
+
+
+# Where a number may overflow to infinity: an exponent, or more digits than a finite double has.
+_OVERFLOW_RISK = re.compile(r"[0-9][eE]|[0-9]{309}")
+
+
+def _has_infinity(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if item - item != 0:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _explain(text: str, pos: int, error: ValueError) -> NoReturn:
+    _EXPLAINER.explain(text, pos, str(error))
+
+
+_TRAILING = re.compile(r"trailing characters at line (\d+) column (\d+)")
+
+
+def _value_end_from(error: ValueError, text: str, pos: int, end: int) -> int | None:
+    """Where the value of `text[pos:end]` ends, when jiter refused that slice only for what follows
+    the value (its message gives the line and byte column of the first character after it)."""
+    found = _TRAILING.match(str(error))
+    if found is None:
+        return None
+    line, column = int(found.group(1)), int(found.group(2))
+    at = pos
+    for _ in range(line - 1):
+        at = text.index("\n", at, end) + 1
+    width = column - 1  # bytes into the line
+    after = at + width if text.isascii() else at + len(text[at:end].encode()[:width].decode(errors="ignore"))
+    return space_back(text, pos, after)
+
+
+def space_back(text: str, lo: int, end: int) -> int:
+    """Where the JSON whitespace that ends at `end` starts (not before `lo`)."""
+    while end > lo and text[end - 1] in " \t\n\r":
+        end -= 1
+    return end
+
+
+def strict_value(text: str, pos: int, limit: int | None = None) -> tuple[Any, int]:
+    """The strict JSON value at `text[pos]` and where it ends; `NotStrictJSON` or
+    `json.JSONDecodeError` (ValueErrors) say why it is not one.
+
+    `limit` is where a scanner expects the value to end (a closer, a stop, the end of the body),
+    JSON whitespace allowed before it: the value is then read in one pass by jiter when that is so
+    (and in a second when text follows the value before `limit`). Without it, or where the value
+    is not that slice, the C decoder finds where it ends (without the strictness hooks) and jiter
+    reads exactly that. Cost: one jiter pass over the value, plus one C decoder pass without a
+    `limit`; the hooks' decoder runs only to explain a refusal."""
+    if limit is not None:
+        end = space_back(text, pos, limit)
+        try:
+            return decode_exact(text, pos, end), end
+        except ValueError as error:
+            found = _value_end_from(error, text, pos, end)
+        if found is not None:
+            try:
+                return decode_exact(text, pos, found), found
+            except ValueError as error:
+                _explain(text, pos, error)
+    try:
+        end = LENIENT_DECODER.raw_decode(text, pos)[1]
+    except (ValueError, RecursionError) as error:
+        _explain(text, pos, ValueError(str(error)))
+    try:
+        return decode_exact(text, pos, end), end
+    except ValueError as error:
+        _explain(text, pos, error)
+
+
+class StrictDecoder(json.JSONDecoder):
+    """`raw_decode` held to RFC 8259 (I-JSON, RFC 7493): NaN and Infinity, numbers that overflow a
+    double, lone surrogates (escaped or raw, in keys or values), duplicate keys at any depth and
+    nesting deeper than 200 raise `json.JSONDecodeError` saying which (`strict_value`)."""
+
+    def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
+        return strict_value(s, idx)
 
 
 DECODER = StrictDecoder()
 # Only for finding where a JSON value ends (a scanner skipping a whole value at C speed, where no
 # strict reading of it is kept or the strict one failed): the same extent as DECODER's, without the
-# strictness hooks (about 20% of decoding an object-heavy value). Never for reading a value.
+# strictness hooks. Never for reading a value.
 LENIENT_DECODER = json.JSONDecoder()
 
 
@@ -137,7 +232,8 @@ def json_text(value: Any) -> str:
 
 def strict_loads(text: str) -> Any:
     """`json.loads` held to the rules of `DECODER`; raises `json.JSONDecodeError` (a ValueError)."""
-    value, end = DECODER.raw_decode(text, _SPACE.match(text).end())  # type: ignore[union-attr]
+    start = _SPACE.match(text).end()  # type: ignore[union-attr]
+    value, end = strict_value(text, start, len(text))
     end = _SPACE.match(text, end).end()  # type: ignore[union-attr]
     if end != len(text):
         raise json.JSONDecodeError("Extra data", text, end)

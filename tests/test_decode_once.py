@@ -27,17 +27,29 @@ ARGUMENTS = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7, "
 
 
 class _Counting:
-    """Wraps a decoder's `raw_decode` and sums how many characters it decoded."""
+    """Wraps the strict reader (`grammar.decode_exact`, jiter) and the decoders' `raw_decode`, and
+    sums how many characters each kind decoded: `read` (jiter), `skimmed` (the C decoder)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *decoders: Any) -> None:
-        self.characters = 0
+        self.read = self.skimmed = 0
         for decoder in decoders:
             monkeypatch.setattr(decoder, "raw_decode", self._wrap(decoder.raw_decode))
+        read = grammar.decode_exact
+
+        def decode_exact(text: str, start: int, end: int) -> Any:
+            value = read(text, start, end)
+            self.read += end - start
+            return value
+        monkeypatch.setattr(grammar, "decode_exact", decode_exact)
+
+    @property
+    def characters(self) -> int:
+        return self.read + self.skimmed
 
     def _wrap(self, decode: Any) -> Any:
         def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
             value, end = decode(text, pos)
-            self.characters += end - pos
+            self.skimmed += end - pos
             return value, end
         return raw_decode
 
@@ -58,13 +70,16 @@ def test_parse_decodes_a_call_body_once(fmt: str, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("fmt", ["granite", "nemotron", "command_r7b"])
 def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The list is read strictly once (jiter); the C decoder finds where each element but the last ends.
     calls = [ToolCall(f"call{k}", f"f{k}", {"k": k, "text": "y" * 500}, "") for k in range(3)]
     text = streamparse.render(Message(tool_calls=calls), fmt)
     expected = parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls
     counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER)
     assert parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls == expected
     assert [call.arguments["k"] for call in expected] == [0, 1, 2]
-    assert counted.characters < sum(len(call.arguments_json) for call in expected) + 100
+    sizes = [len(call.arguments_json) for call in expected]
+    assert sum(sizes) < counted.read < len(text)  # the list's text, once
+    assert counted.skimmed < sum(sizes[:-1]) + 200
 
 
 def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,7 +89,8 @@ def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.Mo
     message = parse(text, "mistral")
     assert [(call.name, call.id, call.arguments) for call in message.tool_calls] == [
         (call["name"], call["id"], call["arguments"]) for call in calls]
-    assert counted.characters < len(text) - len("[TOOL_CALLS]")
+    assert counted.read <= len(text) - len("[TOOL_CALLS]")  # the list's text, once
+    assert counted.skimmed < len(json.dumps(calls[:-1]))
 
 
 @pytest.mark.parametrize("fmt", SKIMMING)
