@@ -116,30 +116,51 @@ def decode_exact(text: str, start: int, end: int) -> Any:
     """The strict JSON value that is exactly `text[start:end]` (no space around it), read by jiter
     at native speed: duplicate keys at any depth, NaN and Infinity, lone surrogates (escaped or
     raw) and nesting deeper than 200 are refused (`ValueError`, jiter's words). The one rule jiter
-    leaves, a number that overflows a double, is checked here without walking the value unless its
-    text holds an exponent after a digit (or a run of digits long enough to overflow)."""
+    leaves, a number that overflows a double, is checked here (`_overflows`)."""
     data = text[start:end].encode()  # a raw lone surrogate: UnicodeEncodeError, a ValueError
     value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=True)
-    if _OVERFLOW_RISK.search(text, start, end) is not None and _has_infinity(value):
+    if _overflows(value, text, start, end):
         raise ValueError("a number too large for a double")
     return value
 
 
-# Where a number may overflow to infinity: an exponent, or more digits than a finite double has.
-_OVERFLOW_RISK = re.compile(r"[0-9][eE]|[0-9]{309}")
+# Where a number may overflow to infinity: an exponent (after a digit), or a fraction after more
+# integer digits than a finite double has. One pattern per literal first character: the regex
+# engine then jumps between those characters at memchr speed.
+_OVERFLOW_RISKS = (re.compile(r"E(?<=[0-9]E)[-+]?[0-9]"), re.compile(r"\.(?<=[0-9]{309}\.)"),
+                   re.compile(r"e(?<=[0-9]e)[-+]?[0-9]"))
+_WALK_BUDGET = 16  # values looked at before the text is searched instead
 
 
-def _has_infinity(value: Any) -> bool:
+def _overflows(value: Any, text: str, start: int, end: int) -> bool:
+    """Whether `value`, read from `text[start:end]`, holds a float that overflowed to infinity.
+    Cost: a walk of at most `_WALK_BUDGET` values (most arguments: a few strings), else a search of
+    the text for a number that could overflow, and only where one is written a walk of it all."""
+    found = _infinity_in(value, _WALK_BUDGET)
+    if found is not None:
+        return found
+    if all(risk.search(text, start, end) is None for risk in _OVERFLOW_RISKS):
+        return False
+    return bool(_infinity_in(value, -1))
+
+
+def _infinity_in(value: Any, budget: int) -> bool | None:
+    """Whether a float in `value` is infinite; None when more than `budget` values (-1: no bound)
+    would have to be looked at."""
     stack = [value]
+    pop, push = stack.pop, stack.extend
     while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if item - item != 0:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        if budget == 0:
+            return None
+        budget -= 1
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            push(item.values())
+        elif kind is list:
+            push(item)
+        elif kind is float and item - item != 0:
+            return True
     return False
 
 
