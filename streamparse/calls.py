@@ -7,8 +7,8 @@ import re
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]  # the C string scanner
 from typing import Any
 
-from .grammar import DECODER, LENIENT_DECODER, NotStrictJSON, space_back, strict_loads, strict_value
 from .spec import CallResult, ParsedCall, Rejection
+from .strict_json import DECODER, LENIENT_DECODER, NotStrictJSON, space_back, strict_loads, strict_value
 from .types import INVALID_JSON
 
 ARGUMENT_KEYS = ("arguments", "parameters")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, Union
 
-from .grammar import LENIENT_DECODER, strict_value
+from .strict_json import LENIENT_DECODER, strict_value
 
 
 class Delimiters:

@@ -12,7 +12,7 @@ import pytest
 from test_strict_json import JSON_FORMATS, wire
 
 import streamparse
-from streamparse import Message, Token, ToolCall, grammar, json_reader, parse
+from streamparse import Message, Token, ToolCall, grammar, json_reader, parse, strict_json
 from streamparse.scanning import Decoded, JsonAwareScanner, whole_value
 
 # Formats whose envelope scanner skims a complete JSON value with the C decoder (`JsonAwareScanner`,
@@ -27,20 +27,20 @@ ARGUMENTS = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7, "
 
 
 class _Counting:
-    """Wraps the strict reader (`grammar.decode_exact`, jiter) and the decoders' `raw_decode`, and
+    """Wraps the strict reader (`strict_json.decode_exact`, jiter) and the decoders' `raw_decode`, and
     sums how many characters each kind decoded: `read` (jiter), `skimmed` (the C decoder)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *decoders: Any) -> None:
         self.read = self.skimmed = 0
         for decoder in decoders:
             monkeypatch.setattr(decoder, "raw_decode", self._wrap(decoder.raw_decode))
-        read = grammar.decode_exact
+        read = strict_json.decode_exact
 
         def decode_exact(text: str, start: int, end: int) -> Any:
             value = read(text, start, end)
             self.read += end - start
             return value
-        monkeypatch.setattr(grammar, "decode_exact", decode_exact)
+        monkeypatch.setattr(strict_json, "decode_exact", decode_exact)
 
     @property
     def characters(self) -> int:

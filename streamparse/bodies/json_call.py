@@ -41,19 +41,11 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, members_of, object_members
-from ..grammar import (
-    DECODER,
-    LENIENT_DECODER,
-    ValueNode,
-    load_grammar,
-    rule_regex,
-    space_back,
-    strict_loads,
-    strict_value,
-)
+from ..grammar import ValueNode, load_grammar, rule_regex
 from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
+from ..strict_json import DECODER, LENIENT_DECODER, space_back, strict_loads, strict_value
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
