@@ -122,15 +122,18 @@ def decode_exact(text: str, start: int, end: int) -> Any:
 _OVERFLOW_RISKS = (re.compile(r"E(?<=[0-9]E)[-+]?[0-9]"), re.compile(r"\.(?<=[0-9]{309}\.)"),
                    re.compile(r"e(?<=[0-9]e)[-+]?[0-9]"))
 _WALK_BUDGET = 16  # values looked at before the text is searched instead
+_SHORT = 1024  # characters of text searched rather than walked at all
 
 
 def _overflows(value: Any, text: str, start: int, end: int) -> bool:
     """Whether `value`, read from `text[start:end]`, holds a float that overflowed to infinity.
-    Cost: a walk of at most `_WALK_BUDGET` values (most arguments: a few strings), else a search of
-    the text for a number that could overflow, and only where one is written a walk of it all."""
-    found = _infinity_in(value, _WALK_BUDGET)
-    if found is not None:
-        return found
+    Cost: a search of the text for a number that could overflow (of a long text, only after a walk
+    of `_WALK_BUDGET` values did not see all: most long arguments are a few strings), and only
+    where one is written a walk of it all."""
+    if end - start > _SHORT:
+        found = _infinity_in(value, _WALK_BUDGET)
+        if found is not None:
+            return found
     if all(risk.search(text, start, end) is None for risk in _OVERFLOW_RISKS):
         return False
     return bool(_infinity_in(value, -1))
