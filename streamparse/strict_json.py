@@ -107,7 +107,7 @@ _EXPLAINER = _Explainer()
 def decode_exact(text: str, start: int, end: int) -> Any:
     """The strict JSON value that is exactly `text[start:end]` (no space around it), read by jiter
     at native speed: duplicate keys at any depth, NaN and Infinity, lone surrogates (escaped or
-    raw) and nesting deeper than 200 are refused (`ValueError`, jiter's words). The one rule jiter
+    raw) and nesting deeper than about 200 are refused (`ValueError`, jiter's words). The one rule jiter
     leaves, a number that overflows a double, is checked here (`_overflows`)."""
     data = text[start:end].encode()  # a raw lone surrogate: UnicodeEncodeError, a ValueError
     value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=True)
