@@ -222,7 +222,7 @@ def strict_value(text: str, pos: int, limit: int | None = None) -> tuple[Any, in
 class StrictDecoder(json.JSONDecoder):
     """`raw_decode` held to RFC 8259 (I-JSON, RFC 7493): NaN and Infinity, numbers that overflow a
     double, lone surrogates (escaped or raw, in keys or values), duplicate keys at any depth and
-    nesting deeper than 200 raise `json.JSONDecodeError` saying which (`strict_value`)."""
+    nesting deeper than about 200 raise `json.JSONDecodeError` saying which (`strict_value`)."""
 
     def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
         return strict_value(s, idx)
