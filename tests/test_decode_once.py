@@ -13,6 +13,7 @@ from test_strict_json import JSON_FORMATS, wire
 
 import streamparse
 from streamparse import Message, Token, ToolCall, grammar, json_reader, parse, strict_json
+from streamparse.bodies import json_call
 from streamparse.scanning import Decoded, JsonAwareScanner, whole_value
 
 # Formats whose envelope scanner skims a complete JSON value with the C decoder (`JsonAwareScanner`,
@@ -28,7 +29,8 @@ ARGUMENTS = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7, "
 
 class _Counting:
     """Wraps the strict reader (`strict_json.decode_exact`, jiter) and the decoders' `raw_decode`, and
-    sums how many characters each kind decoded: `read` (jiter), `skimmed` (the C decoder)."""
+    sums how many characters each kind decoded: `read` (strictly, by jiter), `skimmed` (where a
+    value ends: the C decoder, or `strict_json.value_end`'s lighter jiter pass)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *decoders: Any) -> None:
         self.read = self.skimmed = 0
@@ -41,6 +43,13 @@ class _Counting:
             self.read += end - start
             return value
         monkeypatch.setattr(strict_json, "decode_exact", decode_exact)
+        find_end = json_call.value_end
+
+        def value_end(text: str, pos: int, end: int) -> int:
+            found = find_end(text, pos, end)
+            self.skimmed += found - pos
+            return found
+        monkeypatch.setattr(json_call, "value_end", value_end)
 
     @property
     def characters(self) -> int:
@@ -70,7 +79,7 @@ def test_parse_decodes_a_call_body_once(fmt: str, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("fmt", ["granite", "nemotron", "command_r7b"])
 def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The list is read strictly once (jiter); the C decoder finds where each element but the last ends.
+    # The list is read strictly once (jiter); one lighter pass finds where each element but the last ends.
     calls = [ToolCall(f"call{k}", f"f{k}", {"k": k, "text": "y" * 500}, "") for k in range(3)]
     text = streamparse.render(Message(tool_calls=calls), fmt)
     expected = parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls

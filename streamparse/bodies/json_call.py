@@ -45,7 +45,7 @@ from ..grammar import ValueNode, load_grammar, rule_regex
 from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
-from ..strict_json import DECODER, LENIENT_DECODER, space_back, strict_loads, strict_value
+from ..strict_json import DECODER, space_back, strict_loads, strict_value, value_end
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -369,7 +369,8 @@ def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
     each call object in it (the object, or each object element of a list), as `object_members`
     reads them when the body is parsed; None when that reading fails anywhere (the scanner then
     only finds where the value ends, and the parse reads the body itself). A list is read by jiter
-    in one pass; the C decoder finds where each element but the last ends, to cut out its members."""
+    in one pass; where each element but the last ends is found by a lighter pass
+    (`strict_json.value_end`), to cut out its members."""
     if text.startswith("{", pos):
         found = object_members(text, pos, limit)
         return None if found is None else ({0: (found[0], found[1] - pos)}, found[1])
@@ -380,7 +381,7 @@ def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
     at = _skip_space(text, pos + 1)
     last = len(elements) - 1
     for index, element in enumerate(elements):
-        stop = space_back(text, at, end - 1) if index == last else LENIENT_DECODER.raw_decode(text, at)[1]
+        stop = space_back(text, at, end - 1) if index == last else value_end(text, at, end - 1)
         if isinstance(element, dict):
             read[at - pos] = (members_of(text, at, stop, element), stop - pos)
         at = _skip_space(text, _skip_space(text, stop) + 1)  # past the comma
