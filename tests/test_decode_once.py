@@ -38,8 +38,8 @@ class _Counting:
             monkeypatch.setattr(decoder, "raw_decode", self._wrap(decoder.raw_decode))
         read = strict_json.decode_exact
 
-        def decode_exact(text: str, start: int, end: int) -> Any:
-            value = read(text, start, end)
+        def decode_exact(text: str, start: int, end: int, keys_checked: bool = False) -> Any:
+            value = read(text, start, end, keys_checked)
             self.read += end - start
             return value
         monkeypatch.setattr(strict_json, "decode_exact", decode_exact)

@@ -246,3 +246,10 @@ def test_a_value_read_up_to_a_limit_ends_where_its_json_ends(value: str, after: 
     text = "xx" + value + after
     assert strict_value(text, 2, len(text)) == (json.loads(value), 2 + len(value))
     assert strict_value(text, 2) == (json.loads(value), 2 + len(value))
+
+
+@pytest.mark.parametrize("value", ['{"a": 1, "a": 2}', '[{"k": [NaN]}]', '{"x": "\\ud800"}', '{"n": 1e999}'])
+def test_a_value_that_is_not_strict_is_refused_also_when_text_follows_it(value: str) -> None:
+    text = value + ' and then {"other": 1}'
+    with pytest.raises(json.JSONDecodeError):
+        strict_value(text, 0, len(text))
