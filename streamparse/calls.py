@@ -7,8 +7,8 @@ import re
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]  # the C string scanner
 from typing import Any
 
-from .grammar import DECODER, NotStrictJSON, encodable, strict_loads
 from .spec import CallResult, ParsedCall, Rejection
+from .strict_json import DECODER, LENIENT_DECODER, NotStrictJSON, space_back, strict_loads, strict_value
 from .types import INVALID_JSON
 
 ARGUMENT_KEYS = ("arguments", "parameters")
@@ -17,40 +17,81 @@ _COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
 _AFTER_MEMBER = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 
 
-def object_members(text: str, pos: int) -> tuple[list[tuple[str, Any, str]], int] | None:
+def object_members(text: str, pos: int, limit: int | None = None) -> tuple[list[tuple[str, Any, str]], int] | None:
     """The members of the JSON object at `text[pos]` as `(key, value, raw value text)`, and where
-    it ends; None when it is not one complete, valid object.
+    it ends; None when it is not one complete, strict object (a key written twice included: the
+    grammar's members then say which).
 
-    The fast path for what a grammar's `call_object` rule reads: each key is read by the C string
-    scanner, each value decoded by the C decoder (`DECODER`), and only the raw text of the values
-    is cut out."""
+    The fast path for what a grammar's `call_object` rule reads: the whole object is read by jiter
+    in one pass (`grammar.strict_value`; `limit`: where the scanner expects it to end), then the
+    raw text of each member is cut out by a walk of the top level only (`_members`)."""
     if not text.startswith("{", pos):
         return None
-    members: list[tuple[str, Any, str]] = []
-    pos = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
-    if text.startswith("}", pos):
-        return members, pos + 1
     try:
-        while True:
-            if not text.startswith('"', pos):
-                return None
-            key, pos = _scanstring(text, pos + 1, True)
-            if not key.isascii() and not encodable(key):  # a lone surrogate: not strict JSON
-                return None
-            colon = _COLON.match(text, pos)
-            if colon is None:
-                return None
-            start = colon.end()
-            value, pos = DECODER.raw_decode(text, start)
-            members.append((key, value, text[start:pos]))
-            after = _AFTER_MEMBER.match(text, pos)
-            if after is None:
-                return None
-            if after.group(1) == "}":
-                return members, after.start(1) + 1
-            pos = after.end()
+        value, end = strict_value(text, pos, limit)
     except (ValueError, RecursionError):
         return None
+    return members_of(text, pos, end, value), end
+
+
+def members_of(text: str, pos: int, end: int, value: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """`(key, value, raw value text)` of each member of the object `text[pos:end]`, which jiter read
+    as `value` (strict JSON, no key twice). Keys are read by the C string scanner, strings and
+    scalars are stepped over; a container's end is the object's own end when it is the last member,
+    is found walking back over the scalar members after it, and only otherwise by the C decoder."""
+    members: list[tuple[str, Any, str]] = []
+    count = len(value)
+    pos = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+    for index in range(count):
+        key, pos = _scanstring(text, pos + 1, True)
+        start = _COLON.match(text, pos).end()  # type: ignore[union-attr]
+        item = value[key]
+        if index == count - 1:
+            stop = space_back(text, start, end - 1)
+        elif isinstance(item, str):
+            stop = _scanstring(text, start + 1, True)[1]
+        elif not isinstance(item, (dict, list)):
+            stop = _SCALAR.match(text, start).end()  # type: ignore[union-attr]
+        elif all(not isinstance(later, (dict, list)) for later in list(value.values())[index + 1:]):
+            stop = _before_scalars(text, start, end, count - index - 1)
+        else:
+            stop = LENIENT_DECODER.raw_decode(text, start)[1]
+        members.append((key, item, text[start:stop]))
+        pos = _AFTER_MEMBER.match(text, stop).end()  # type: ignore[union-attr]
+    return members
+
+
+_SCALAR = re.compile(r"[-+.0-9eE]+|true|false|null")
+_SCALAR_CHARS = frozenset("-+.0123456789eEtruefalsn")
+
+
+def _before_scalars(text: str, lo: int, end: int, count: int) -> int:
+    """Where the member value that `count` scalar members follow ends, in the strict object that ends
+    at `end`: a walk back over those members (their values and keys, `:` and `,`)."""
+    at = space_back(text, lo, end - 1)
+    for _ in range(count):
+        at = space_back(text, lo, _token_start(text, at)) - 1  # the value, then its `:`
+        at = space_back(text, lo, _token_start(text, space_back(text, lo, at))) - 1  # the key, then `,`
+        at = space_back(text, lo, at)
+    return at
+
+
+def _token_start(text: str, end: int) -> int:
+    """Where the string or scalar token of strict JSON that ends at `end` starts. A string's opening
+    quote is the first quote back that no odd run of backslashes escapes."""
+    if text[end - 1] != '"':
+        at = end
+        while text[at - 1] in _SCALAR_CHARS:
+            at -= 1
+        return at
+    quote = end - 1
+    while True:
+        quote = text.rfind('"', 0, quote)
+        slash = quote
+        while text[slash - 1] == "\\":
+            slash -= 1
+        if (quote - slash) % 2 == 0:
+            return quote
 
 
 def json_problem(text: str, pos: int) -> str | None:

@@ -1,15 +1,13 @@
 """Loading the per-format PEG grammars from `formats/`, with fast shared terminals.
 
-Grammars are parsimonious rule strings. JSON values are matched by a custom rule that calls the C
-JSON decoder (`json_value`, `json_string`, `json_object`), so a 20 KB argument is one node, not
-thousands, and its decoded value rides on the node.
+Grammars are parsimonious rule strings. JSON values are matched by a custom rule that reads them
+strictly at native speed (`strict_value`: jiter; `json_value`, `json_string`, `json_object`), so a
+20 KB argument is one node, not thousands, and its decoded value rides on the node.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,132 +17,23 @@ from parsimonious.expressions import Expression, Literal, Lookahead, OneOf, Quan
 from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node
 
+from .python_literals import value_end
+from .strict_json import (  # re-exported: the strict reader lived here
+    DECODER,
+    LENIENT_DECODER,
+    NotStrictJSON,
+    StrictDecoder,
+    encodable,
+    json_text,
+    strict_loads,
+    strict_value,
+)
+
+__all__ = ["DECODER", "LENIENT_DECODER", "NotStrictJSON", "StrictDecoder", "ValueNode", "encodable", "grammar_dir",
+           "json_text", "load_grammar", "rule_regex", "strict_loads", "strict_value"]
+
 _PACKAGE = Path(__file__).resolve().parent
 _INCLUDE = re.compile(r"^# include (\w+)\s*$", re.MULTILINE)
-
-
-class _NotStrict(ValueError):
-    """Raised from the decoder's hooks: the text is JSON to Python's lenient reader, not to RFC 8259."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NotStrict(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value - value != 0:  # inf (NaN cannot be written as a JSON number)
-        raise _NotStrict(f"the number {text[:30]}{'...' if len(text) > 30 else ''} is too large for a double")
-    return value
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    members = dict(pairs)
-    if len(members) != len(pairs):
-        seen: set[str] = set()
-        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
-        raise _NotStrict(f"duplicate key {twice[:60]!r}")
-    return members
-
-
-def _lone_surrogate(value: Any) -> str | None:
-    """A string (key or value) in decoded JSON that holds a lone surrogate, or None."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not encodable(item):
-                return item
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None
-
-
-def encodable(text: str) -> bool:
-    """Whether `text` can be written as UTF-8: it holds no lone surrogate (escaped JSON `\\ud800` decodes to one)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-class NotStrictJSON(json.JSONDecodeError):
-    """JSON that Python's lenient reader takes and RFC 8259 does not (or that nests too deeply)."""
-
-
-class StrictDecoder(json.JSONDecoder):
-    """Python's C JSON decoder, held to RFC 8259 (I-JSON, RFC 7493): NaN and Infinity, numbers that
-    overflow a double, lone surrogates (escaped or raw, in keys or values) and duplicate keys at any
-    depth raise `json.JSONDecodeError` saying which; so does nesting deeper than the decoder follows
-    ("nested too deeply"), which the C decoder reports as a RecursionError.
-
-    Cost: the C scanner stays (the hooks run once per object and per non-integer number); the
-    surrogate check is a scan of the value's text at C speed (`str.isascii`, one regex search), and
-    walks the decoded value only when an escaped surrogate is written."""
-
-    scan_once: Callable[[str, int], tuple[Any, int]]  # set by JSONDecoder: the C scanner
-
-    def __init__(self) -> None:
-        super().__init__(parse_constant=_reject_constant, parse_float=_finite_float,
-                         object_pairs_hook=_unique_keys)
-
-    def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
-        try:
-            value, end = self.scan_once(s, idx)
-        except StopIteration as error:
-            raise json.JSONDecodeError("Expecting value", s, error.value) from None
-        except _NotStrict as error:
-            raise NotStrictJSON(str(error), s, idx) from None
-        except RecursionError:
-            raise NotStrictJSON("nested too deeply", s, idx) from None
-        # `isascii` is O(1) and holds for most outputs: then only an escape can write a surrogate.
-        raw = s.isascii() or encodable(s[idx:end])
-        if not raw or _SURROGATE_ESCAPE.search(s, idx, end) is not None:
-            bad = _lone_surrogate(value)
-            if bad is not None or not raw:
-                shown = (bad or s[idx:end])[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
-                raise NotStrictJSON(f'a lone surrogate (not a Unicode character) in "{shown}"', s, idx)
-        return value, end
-
-
-# Where an escaped surrogate (`\ud800`-`\udfff`, either case) may be written: one regex pass.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
-
-
-DECODER = StrictDecoder()
-# Only for finding where a JSON value ends (a scanner skipping a whole value at C speed, where no
-# strict reading of it is kept or the strict one failed): the same extent as DECODER's, without the
-# strictness hooks (about 20% of decoding an object-heavy value). Never for reading a value.
-LENIENT_DECODER = json.JSONDecoder()
-
-
-# The writer of the `arguments_json` a kind builds from values it read (tagged parameters, pythonic
-# literals): `json.dumps(value, ensure_ascii=False)`, with one shared encoder and no circular check
-# (read data holds no cycle; the check keeps a dict entry per container, a fifth of the cost).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
-
-
-def json_text(value: Any) -> str:
-    """`json.dumps(value, ensure_ascii=False)` of read data (finite numbers; `ValueError` otherwise)."""
-    return _ENCODER.encode(value)
-
-
-def strict_loads(text: str) -> Any:
-    """`json.loads` held to the rules of `DECODER`; raises `json.JSONDecodeError` (a ValueError)."""
-    value, end = DECODER.raw_decode(text, _SPACE.match(text).end())  # type: ignore[union-attr]
-    end = _SPACE.match(text, end).end()  # type: ignore[union-attr]
-    if end != len(text):
-        raise json.JSONDecodeError("Extra data", text, end)
-    return value
-
-
-_SPACE = re.compile(r"[ \t\n\r]*")
 
 
 class ValueNode(Node):  # type: ignore[misc]
@@ -172,16 +61,12 @@ def _json_rule(rule: str, kind: type | None) -> Any:
 
 def _python_value(text: str, pos: int, cache: Any, error: Any, grammar: Any) -> Node | None:
     """`py_value`: the text of one Python expression (read by `python_literals.literal`)."""
-    from .python_literals import value_end
-
     end = value_end(text, pos)
     return None if end is None else Node(grammar["py_value"], text, pos, end)
 
 
 def _raw_python_value(text: str, pos: int, cache: Any, error: Any, grammar: Any) -> Node | None:
     """`py_value` where single-quoted strings are raw (`load_grammar(name, raw_single_quotes=True)`)."""
-    from .python_literals import value_end
-
     end = value_end(text, pos, raw_single_quotes=True)
     return None if end is None else Node(grammar["py_value"], text, pos, end)
 

@@ -262,7 +262,8 @@ class JsonValueReader:
         if self._skim_budget <= 0 or text.find(_CLOSER_OF[text[pos]], pos) < 0:  # cannot end in view
             return None
         if self.value_reader is not None and not self._stack:
-            decoded = read_value(self.value_reader, text, pos)
+            found = self._stops.search(text, pos)  # the value's end, when nothing but space is between
+            decoded = read_value(self.value_reader, text, pos, len(text) if found is None else found.start())
             if decoded is not None:
                 self.decoded = decoded
                 return decoded.end

@@ -30,7 +30,7 @@ from typing import Any
 
 import jiter
 
-from .grammar import encodable
+from .strict_json import encodable
 
 _JSON_NAMES: dict[str, Any] = {"true": True, "false": False, "null": None}
 _OUTSIDE = re.compile(r"""["'()\[\]{},]""")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, Union
 
-from .grammar import DECODER, LENIENT_DECODER
+from .strict_json import LENIENT_DECODER, strict_value
 
 
 class Delimiters:
@@ -74,11 +74,13 @@ class ScanResult(NamedTuple):
     end: int | None = None
 
 
-# What a body kind reads in a complete top-level JSON value while its scanner skims it: given the text
-# and where the value starts, what the kind's parse will want there, by offset from that start
-# (`{offset: (what was read, end offset)}`), and where the value ends; None, or a ValueError, when
-# it cannot be read so (the scanner then finds only the end). Its end must be the value's JSON end.
-ValueReader = Callable[[str, int], "tuple[dict[int, tuple[Any, int]], int] | None"]
+# What a body kind reads in a complete top-level JSON value while its scanner skims it: given the text,
+# where the value starts and where the scanner expects it to end (the next delimiter, or the end of
+# the text: `grammar.strict_value`'s `limit`), what the kind's parse will want there, by offset from
+# that start (`{offset: (what was read, end offset)}`), and where the value ends; None, or a
+# ValueError, when it cannot be read so (the scanner then finds only the end). Its end must be the
+# value's JSON end.
+ValueReader = Callable[[str, int, int], "tuple[dict[int, tuple[Any, int]], int] | None"]
 
 
 class Decoded(NamedTuple):
@@ -99,11 +101,12 @@ class Decoded(NamedTuple):
         return self.values
 
 
-def read_value(read: ValueReader, text: str, pos: int) -> Decoded | None:
-    """What a body kind's `read` makes of the complete JSON value at `text[pos]`, as `Decoded`;
-    None where it cannot read it (then only the value's end is found, and the parse reads it)."""
+def read_value(read: ValueReader, text: str, pos: int, limit: int) -> Decoded | None:
+    """What a body kind's `read` makes of the complete JSON value at `text[pos]` (expected to end
+    before `limit`), as `Decoded`; None where it cannot read it (then only the value's end is
+    found, and the parse reads it)."""
     try:
-        found = read(text, pos)
+        found = read(text, pos, limit)
     except (ValueError, RecursionError):
         return None
     return None if found is None else Decoded(text, pos, found[1], found[0])
@@ -313,7 +316,8 @@ class JsonAwareScanner:
         """Where the JSON value at `text[pos]` ends, when all of it is in `text`: read by the kind's
         reader when it can (what it read is kept in `decoded`), else only its end found."""
         if self._read is not None:
-            decoded = read_value(self._read, text, pos)
+            found = self._delimiters.search(text, pos)  # the value's end, when nothing but space is between
+            decoded = read_value(self._read, text, pos, len(text) if found is None else found.start())
             if decoded is not None:
                 self.decoded = decoded
                 return decoded.end
@@ -354,16 +358,16 @@ def _complete_value(text: str, pos: int) -> int | None:
 
 
 def decode_at(body: str, pos: int, decoded: Decoded | None) -> tuple[Any, int]:
-    """`grammar.DECODER.raw_decode(body, pos)`: the value the scanner decoded there when it read that
-    very text with `whole_value`, else decoded now."""
+    """`grammar.strict_value(body, pos, len(body))`: the value the scanner decoded there when it read
+    that very text with `whole_value`, else decoded now (the body's value usually ends it)."""
     found = decoded_at(decoded, body, pos)
     entry = None if found is None else found.get(0)
     if entry is None:
-        return DECODER.raw_decode(body, pos)
+        return strict_value(body, pos, len(body))
     return entry[0], pos + entry[1]
 
 
-def whole_value(text: str, pos: int) -> tuple[dict[int, tuple[Any, int]], int]:
-    """A `ValueReader`: the value at `text[pos]`, decoded strictly (`grammar.DECODER`)."""
-    value, end = DECODER.raw_decode(text, pos)
+def whole_value(text: str, pos: int, limit: int) -> tuple[dict[int, tuple[Any, int]], int]:
+    """A `ValueReader`: the value at `text[pos]`, decoded strictly (`grammar.strict_value`)."""
+    value, end = strict_value(text, pos, limit)
     return {0: (value, end - pos)}, end

@@ -12,7 +12,8 @@ import pytest
 from test_strict_json import JSON_FORMATS, wire
 
 import streamparse
-from streamparse import Message, Token, ToolCall, grammar, json_reader, parse
+from streamparse import Message, Token, ToolCall, grammar, json_reader, parse, strict_json
+from streamparse.bodies import json_call
 from streamparse.scanning import Decoded, JsonAwareScanner, whole_value
 
 # Formats whose envelope scanner skims a complete JSON value with the C decoder (`JsonAwareScanner`,
@@ -27,17 +28,37 @@ ARGUMENTS = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7, "
 
 
 class _Counting:
-    """Wraps a decoder's `raw_decode` and sums how many characters it decoded."""
+    """Wraps the strict reader (`strict_json.decode_exact`, jiter) and the decoders' `raw_decode`, and
+    sums how many characters each kind decoded: `read` (strictly, by jiter), `skimmed` (where a
+    value ends: the C decoder, or `strict_json.value_end`'s lighter jiter pass)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *decoders: Any) -> None:
-        self.characters = 0
+        self.read = self.skimmed = 0
         for decoder in decoders:
             monkeypatch.setattr(decoder, "raw_decode", self._wrap(decoder.raw_decode))
+        read = strict_json.decode_exact
+
+        def decode_exact(text: str, start: int, end: int, keys_checked: bool = False) -> Any:
+            value = read(text, start, end, keys_checked)
+            self.read += end - start
+            return value
+        monkeypatch.setattr(strict_json, "decode_exact", decode_exact)
+        find_end = json_call.value_end
+
+        def value_end(text: str, pos: int, end: int) -> int:
+            found = find_end(text, pos, end)
+            self.skimmed += found - pos
+            return found
+        monkeypatch.setattr(json_call, "value_end", value_end)
+
+    @property
+    def characters(self) -> int:
+        return self.read + self.skimmed
 
     def _wrap(self, decode: Any) -> Any:
         def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
             value, end = decode(text, pos)
-            self.characters += end - pos
+            self.skimmed += end - pos
             return value, end
         return raw_decode
 
@@ -58,13 +79,16 @@ def test_parse_decodes_a_call_body_once(fmt: str, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("fmt", ["granite", "nemotron", "command_r7b"])
 def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The list is read strictly once (jiter); one lighter pass finds where each element but the last ends.
     calls = [ToolCall(f"call{k}", f"f{k}", {"k": k, "text": "y" * 500}, "") for k in range(3)]
     text = streamparse.render(Message(tool_calls=calls), fmt)
     expected = parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls
     counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER)
     assert parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls == expected
     assert [call.arguments["k"] for call in expected] == [0, 1, 2]
-    assert counted.characters < sum(len(call.arguments_json) for call in expected) + 100
+    sizes = [len(call.arguments_json) for call in expected]
+    assert sum(sizes) < counted.read < len(text)  # the list's text, once
+    assert counted.skimmed < sum(sizes[:-1]) + 200
 
 
 def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,7 +98,8 @@ def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.Mo
     message = parse(text, "mistral")
     assert [(call.name, call.id, call.arguments) for call in message.tool_calls] == [
         (call["name"], call["id"], call["arguments"]) for call in calls]
-    assert counted.characters < len(text) - len("[TOOL_CALLS]")
+    assert counted.read <= len(text) - len("[TOOL_CALLS]")  # the list's text, once
+    assert counted.skimmed < len(json.dumps(calls[:-1]))
 
 
 @pytest.mark.parametrize("fmt", SKIMMING)

@@ -21,6 +21,7 @@ import streamparse
 from streamparse import Message, ToolCall
 from streamparse.families import FAMILIES
 from streamparse.grammar import strict_loads
+from streamparse.strict_json import strict_value
 
 _MARK = {"__raw_arguments__": 12345}
 # Formats that carry the arguments as JSON text (pythonic writes Python literals: tests/test_pythonic.py).
@@ -211,3 +212,44 @@ def test_a_name_with_a_lone_surrogate_is_never_sent_in_progressive_mode(text: st
     for delta in deltas:
         json.dumps(delta.to_openai(), ensure_ascii=False).encode("utf-8")  # never unencodable
     assert parser.message.tool_calls == [] and [r.status for r in parser.message.rejected] == ["invalid_json"]
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1E+400", "2.5e308", "1" * 400 + ".5", "1" * 250 + "e60"])
+@pytest.mark.parametrize("where", ["short", "after many values", "in a long string-heavy value"])
+def test_a_number_that_overflows_a_double_is_refused_wherever_it_is(number: str, where: str) -> None:
+    """jiter reads `1e999` as infinity: the strict reader finds it by a walk or by the text, however
+    much text or how many values surround it."""
+    if where == "short":
+        text = f'{{"a": {number}}}'
+    elif where == "after many values":
+        text = json.dumps({"rows": [{"id": i, "name": f"row {i}", "score": i / 7} for i in range(100)]})[:-1]
+        text += f', "big": [{number}]}}'
+    else:
+        text = json.dumps({"code": "def f(e1, E2):\n    return 1.5e3 * e1 " * 200})[:-1] + f', "x": {number}}}'
+    with pytest.raises(json.JSONDecodeError, match="too large for a double"):
+        strict_loads(text)
+    message = streamparse.parse(f'<tool_call>{{"name": "f", "arguments": {text}}}</tool_call>', "hermes")
+    assert [r.status for r in message.rejected] == ["invalid_json"]
+    assert "too large for a double" in message.rejected[0].errors[0]
+
+
+def test_exponents_and_long_digit_runs_that_stay_finite_are_values() -> None:
+    text = json.dumps({"code": "x = 1e5 + 2E-3  # e9 " * 300, "n": [1.5e300, -2e-400, 10**400, 1e2]})
+    assert strict_loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("value", ['{"é": "ü"}', '{"a":\n  ["日本", 1],\n "b": "\\u00e9"}', "[1, 2]", '"x"'])
+@pytest.mark.parametrize("after", ["", "  ", " then text", "\n\n{\"next\": 1}"])
+def test_a_value_read_up_to_a_limit_ends_where_its_json_ends(value: str, after: str) -> None:
+    """`strict_value` with the end a scanner expects: text after the value (other lines, non-ASCII
+    characters before it) moves the end to where the value really ends, never past it."""
+    text = "xx" + value + after
+    assert strict_value(text, 2, len(text)) == (json.loads(value), 2 + len(value))
+    assert strict_value(text, 2) == (json.loads(value), 2 + len(value))
+
+
+@pytest.mark.parametrize("value", ['{"a": 1, "a": 2}', '[{"k": [NaN]}]', '{"x": "\\ud800"}', '{"n": 1e999}'])
+def test_a_value_that_is_not_strict_is_refused_also_when_text_follows_it(value: str) -> None:
+    text = value + ' and then {"other": 1}'
+    with pytest.raises(json.JSONDecodeError):
+        strict_value(text, 0, len(text))

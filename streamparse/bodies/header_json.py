@@ -29,10 +29,11 @@ from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..calls import arguments_of
-from ..grammar import DECODER, ValueNode, load_grammar, rule_regex
+from ..grammar import ValueNode, load_grammar, rule_regex
 from ..json_reader import ObjectText
 from ..scanning import TOP, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of, whole_value
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
+from ..strict_json import DECODER
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 

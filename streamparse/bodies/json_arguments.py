@@ -21,7 +21,6 @@ import re
 from dataclasses import dataclass
 
 from ..calls import arguments_of
-from ..grammar import NotStrictJSON
 from ..json_reader import MORE, JsonValueReader, ObjectText
 from ..scanning import (
     TOP,
@@ -35,6 +34,7 @@ from ..scanning import (
     whole_value,
 )
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..strict_json import NotStrictJSON
 from ..types import INVALID_JSON, TRUNCATED, UNKNOWN_TOOL
 from ..validation import ToolSet
 

@@ -40,11 +40,12 @@ from typing import Any
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
-from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
+from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, members_of, object_members
+from ..grammar import ValueNode, load_grammar, rule_regex
 from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
+from ..strict_json import DECODER, space_back, strict_loads, strict_value, value_end
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -363,35 +364,28 @@ def _skip_space(text: str, pos: int) -> int:
 Read = dict[int, tuple[Any, int]]
 
 
-def call_objects(text: str, pos: int) -> tuple[Read, int] | None:
+def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
     """The scanner's reader (`scanning.ValueReader`) of a complete top-level value: the members of
     each call object in it (the object, or each object element of a list), as `object_members`
     reads them when the body is parsed; None when that reading fails anywhere (the scanner then
-    only finds where the value ends, and the parse reads the body itself)."""
+    only finds where the value ends, and the parse reads the body itself). A list is read by jiter
+    in one pass; where each element but the last ends is found by a lighter pass
+    (`strict_json.value_end`), to cut out its members."""
     if text.startswith("{", pos):
-        found = object_members(text, pos)
+        found = object_members(text, pos, limit)
         return None if found is None else ({0: (found[0], found[1] - pos)}, found[1])
     if not text.startswith("[", pos):
         return None
+    elements, end = strict_value(text, pos, limit)
     read: Read = {}
     at = _skip_space(text, pos + 1)
-    if text.startswith("]", at):
-        return read, at + 1
-    while True:
-        if text.startswith("{", at):
-            found = object_members(text, at)
-            if found is None:
-                return None
-            read[at - pos] = (found[0], found[1] - pos)
-            end = found[1]
-        else:
-            end = DECODER.raw_decode(text, at)[1]
-        at = _skip_space(text, end)
-        if text.startswith("]", at):
-            return read, at + 1
-        if not text.startswith(",", at):
-            return None
-        at = _skip_space(text, at + 1)
+    last = len(elements) - 1
+    for index, element in enumerate(elements):
+        stop = space_back(text, at, end - 1) if index == last else value_end(text, at, end - 1)
+        if isinstance(element, dict):
+            read[at - pos] = (members_of(text, at, stop, element), stop - pos)
+        at = _skip_space(text, _skip_space(text, stop) + 1)  # past the comma
+    return read, end
 
 
 def members_at(body: str, pos: int, start: int, read: Read | None) -> tuple[list[Member], int] | None:

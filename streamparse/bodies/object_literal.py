@@ -22,9 +22,10 @@ import regex  # type: ignore[import-untyped]
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..grammar import json_text, load_grammar
+from ..grammar import load_grammar
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..spec import CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
+from ..strict_json import json_text
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 

@@ -32,10 +32,11 @@ from typing import Any
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node
 
-from ..grammar import encodable, json_text, load_grammar
+from ..grammar import load_grammar
 from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, literal
 from ..scanning import ScanResult, TagScanner, WalkSource
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..strict_json import encodable, json_text
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 

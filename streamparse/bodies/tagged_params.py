@@ -48,10 +48,11 @@ from parsimonious.exceptions import ParseError
 from parsimonious.expressions import Literal, Regex
 from parsimonious.nodes import Node, NodeVisitor
 
-from ..grammar import json_text, load_grammar, strict_loads
+from ..grammar import load_grammar
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..schema_typing import Typed, property_schema, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..strict_json import json_text, strict_loads
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 

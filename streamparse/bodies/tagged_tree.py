@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..grammar import encodable, json_text, rule_regex
+from ..grammar import rule_regex
 from ..scanning import TagScanner, WalkSource
 from ..schema_typing import property_schema, resolve_ref, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
+from ..strict_json import encodable, json_text
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 

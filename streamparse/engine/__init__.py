@@ -8,6 +8,7 @@
 - `settle.py`: what a finished envelope becomes: validation, ids, `on_rejected`, progressive deltas;
 - `messages.py`: headed messages (`FormatSpec.messages`, harmony): the text outside messages, a
   header held until it ends and routed, a reasoning or content body;
+- `reading.py`: what the readers of anchors and messages see of the parser (a Protocol below it);
 - `parser.py`: `StreamParser`, which reads each region with the reader its mode names (`READERS`).
 
 The engine takes a format declaration (`spec.FormatSpec`) and the checked `Options`; it imports

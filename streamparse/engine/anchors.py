@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import regex  # type: ignore[import-untyped]
 
@@ -32,9 +31,7 @@ from ..scanning import delimiters_of, hold_merged
 from ..spec import AnchorSpec, CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection
 from ..types import INVALID_JSON, TOO_LONG
 from .envelopes import OpenEnvelope
-
-if TYPE_CHECKING:
-    from .parser import StreamParser
+from .reading import ParserState
 
 ANCHOR, TRAILING = "anchor", "anchor_trailing"  # parser modes: deciding a position; after an envelope
 _CONTENT, _ENVELOPE = "content", "envelope"
@@ -92,7 +89,7 @@ class Anchors:
 
     # ------------------------------------------------------------- positions
 
-    def decide(self, parser: StreamParser, text: str, pos: int, choices: tuple[AnchorSpec, ...],
+    def decide(self, parser: ParserState, text: str, pos: int, choices: tuple[AnchorSpec, ...],
                skip: int = 0) -> int:
         """At `text[pos]`: open the first anchor whose lead matches, hold while one still could,
         else it is content (`skip` characters of it emitted, so that a trigger is not found again)."""
@@ -111,7 +108,7 @@ class Anchors:
             parser._output.emit_text(parser._output.content, text[pos: pos + skip])
         return pos + skip
 
-    def at_mark(self, parser: StreamParser, text: str, found: str, at: int, end: int) -> int:
+    def at_mark(self, parser: ParserState, text: str, found: str, at: int, end: int) -> int:
         """Content found a marker after which an anchor may start (dropped), or a trigger character."""
         after = self.table.after.get(found)
         if after is not None:
@@ -120,7 +117,7 @@ class Anchors:
             return end
         return self.decide(parser, text, at, self.table.by_trigger[found], skip=len(found))
 
-    def read_position(self, parser: StreamParser, text: str, pos: int) -> int:
+    def read_position(self, parser: ParserState, text: str, pos: int) -> int:
         """Mode ANCHOR: whitespace (content's to hold), then the lead decides."""
         match = _NON_SPACE.search(text, pos)
         region = parser._output.content
@@ -131,7 +128,7 @@ class Anchors:
         parser._output.emit_text(region, text[pos:start])
         return self.decide(parser, text, start, self.choices)
 
-    def _open(self, parser: StreamParser, anchor: AnchorSpec, pos: int) -> None:
+    def _open(self, parser: ParserState, anchor: AnchorSpec, pos: int) -> None:
         body = anchor.body
         certain = not (anchor.must_end_output or anchor.may_be_content)
         scanner = body.scanner()
@@ -143,7 +140,7 @@ class Anchors:
 
     # ------------------------------------------------------------- after an envelope
 
-    def ended(self, parser: StreamParser, closer: str, complete: bool) -> None:
+    def ended(self, parser: ParserState, closer: str, complete: bool) -> None:
         """The anchored envelope's scanner found its end (or the output ended inside it)."""
         envelope = parser._envelope
         assert envelope is not None
@@ -156,7 +153,7 @@ class Anchors:
         self.pending = _Pending(envelope, finished)
         parser._mode = TRAILING
 
-    def read_trailing(self, parser: StreamParser, text: str, pos: int) -> int:
+    def read_trailing(self, parser: ParserState, text: str, pos: int) -> int:
         """Mode TRAILING: what follows an anchored envelope decides it."""
         pending = self.pending
         assert pending is not None
@@ -191,7 +188,7 @@ class Anchors:
             return pos
         return end
 
-    def _decide_pending(self, parser: StreamParser, at_end: bool = False) -> bool:
+    def _decide_pending(self, parser: ParserState, at_end: bool = False) -> bool:
         """Text (or the end of the output) follows the pending envelope: settle it or make it content.
         True when it held calls (another envelope of its anchor may follow)."""
         pending = self.pending
@@ -206,17 +203,17 @@ class Anchors:
         revert = anchor.must_end_output and not at_end and not pending.envelope.too_long
         return self._settle(parser, pending.envelope, finished, revert)
 
-    def before_text(self, parser: StreamParser) -> None:
+    def before_text(self, parser: ParserState) -> None:
         """Held-back text is settled as text (a special token follows, or the output ended)."""
         if parser._mode == TRAILING:
             self._decide_pending(parser)
         parser._mode = _CONTENT
 
-    def finish(self, parser: StreamParser) -> None:
+    def finish(self, parser: ParserState) -> None:
         if parser._mode == TRAILING:
             self._decide_pending(parser, at_end=True)
 
-    def _settle(self, parser: StreamParser, envelope: OpenEnvelope, finished: Envelope, revert: bool = False) -> bool:
+    def _settle(self, parser: ParserState, envelope: OpenEnvelope, finished: Envelope, revert: bool = False) -> bool:
         results = [] if revert else self._results(parser, envelope, finished)
         if not results:
             parser._output.emit_text(parser._output.content, finished.raw)
@@ -225,7 +222,7 @@ class Anchors:
         return True
 
     @staticmethod
-    def _results(parser: StreamParser, envelope: OpenEnvelope, finished: Envelope) -> list[CallResult]:
+    def _results(parser: ParserState, envelope: OpenEnvelope, finished: Envelope) -> list[CallResult]:
         if envelope.too_long and finished.complete:
             return [Rejection(TOO_LONG, [
                 f"the call was {envelope.length} characters long, more than max_call_chars="

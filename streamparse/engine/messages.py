@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..scanning import hold_merged
 from ..spec import CALL, REASONING, Envelope, EnvelopeSpec, MessageSpec, Rejection
 from ..types import TRUNCATED
 from .envelopes import ENVELOPE_MODE, OpenEnvelope
+from .reading import ParserState
 from .regions import Region
-
-if TYPE_CHECKING:
-    from .parser import StreamParser
 
 OUTSIDE, HEADER, BODY = "outside", "header", "body"
 MODES = frozenset((OUTSIDE, HEADER, BODY))
@@ -61,7 +59,13 @@ class MessageState:
         self.ws_length = 0
 
 
-def _state(parser: StreamParser) -> MessageState:
+class MessageParser(ParserState, Protocol):
+    """The parser as the message readers see it: its state, and theirs (`MessageState`)."""
+
+    _messages: MessageState | None
+
+
+def _state(parser: MessageParser) -> MessageState:
     state = parser._messages
     assert state is not None
     return state
@@ -69,7 +73,7 @@ def _state(parser: StreamParser) -> MessageState:
 
 # ----------------------------------------------------------------- readers (`StreamParser.READERS`)
 
-def read_outside(parser: StreamParser, text: str, pos: int) -> int:
+def read_outside(parser: MessageParser, text: str, pos: int) -> int:
     """Text between messages: content; stray terminators are framing; a header opener opens a header."""
     state = _state(parser)
     if state.at_start and state.spec.opened_by_prompt:  # the prompt ended with the header's opener
@@ -100,7 +104,7 @@ def read_outside(parser: StreamParser, text: str, pos: int) -> int:
     return match.end()
 
 
-def read_header(parser: StreamParser, text: str, pos: int) -> int:
+def read_header(parser: MessageParser, text: str, pos: int) -> int:
     """A header, held up to its end; an opener that cannot continue it, or a terminator, cuts it off."""
     state = _state(parser)
     spec = state.spec
@@ -135,7 +139,7 @@ def read_header(parser: StreamParser, text: str, pos: int) -> int:
     return match.start()
 
 
-def read_body(parser: StreamParser, text: str, pos: int) -> int:
+def read_body(parser: MessageParser, text: str, pos: int) -> int:
     """A reasoning or content body, streamed, up to a terminator (or a header opener, `openers_end_bodies`)."""
     state = _state(parser)
     region = state.region
@@ -159,7 +163,7 @@ READERS = {OUTSIDE: read_outside, HEADER: read_header, BODY: read_body}
 
 # ----------------------------------------------------------------- what a header makes
 
-def _outside_text(parser: StreamParser, text: str) -> None:
+def _outside_text(parser: MessageParser, text: str) -> None:
     """Content, except whitespace after a terminator, which waits: framing if a header follows."""
     if not text:
         return
@@ -175,7 +179,7 @@ def _outside_text(parser: StreamParser, text: str) -> None:
     parser._output.emit_text(parser._output.content, text)
 
 
-def _open_header(parser: StreamParser, opener: str, at: int, order: int, lead: bool = False) -> None:
+def _open_header(parser: MessageParser, opener: str, at: int, order: int, lead: bool = False) -> None:
     state = _state(parser)
     state.drop_ws()
     state.header = [opener]
@@ -186,7 +190,7 @@ def _open_header(parser: StreamParser, opener: str, at: int, order: int, lead: b
     parser._mode = HEADER
 
 
-def _header_is_text(parser: StreamParser) -> None:
+def _header_is_text(parser: MessageParser) -> None:
     """What looked like a header is not one (the lead, ordinary text; a header past the limit): content."""
     state = _state(parser)
     parser._mode = OUTSIDE
@@ -194,7 +198,7 @@ def _header_is_text(parser: StreamParser) -> None:
     _outside_text(parser, state.take_header())
 
 
-def _route(parser: StreamParser) -> None:
+def _route(parser: MessageParser) -> None:
     """The header is complete: its route says where the body goes."""
     state = _state(parser)
     header = state.take_header()
@@ -206,7 +210,7 @@ def _route(parser: StreamParser) -> None:
     parser._mode = BODY
 
 
-def _open_call(parser: StreamParser, opener: str, name: str) -> None:
+def _open_call(parser: MessageParser, opener: str, name: str) -> None:
     """A call message: an envelope whose opener is the header and whose body the format's call kind reads.
     The header counts towards `max_call_chars`, so a rejected call's raw text stays within the limit."""
     state = _state(parser)
@@ -220,7 +224,7 @@ def _open_call(parser: StreamParser, opener: str, name: str) -> None:
     state.after_terminator = True  # for the text after the call's terminator
 
 
-def _cut(parser: StreamParser) -> None:
+def _cut(parser: MessageParser) -> None:
     """A header cut off (by the end of output, a terminator, another header): framing, or a rejected call."""
     state = _state(parser)
     header = state.take_header()
@@ -237,7 +241,7 @@ def _cut(parser: StreamParser) -> None:
 
 # ----------------------------------------------------------------- hooks the parser calls
 
-def settle_carry(parser: StreamParser, carry: str) -> None:
+def settle_carry(parser: MessageParser, carry: str) -> None:
     """Held-back text nothing more can extend: header text, body text, or text outside messages."""
     state = _state(parser)
     if parser._mode == HEADER:
@@ -251,13 +255,13 @@ def settle_carry(parser: StreamParser, carry: str) -> None:
         _outside_text(parser, carry)
 
 
-def end_of_output(parser: StreamParser) -> None:
+def end_of_output(parser: MessageParser) -> None:
     """A header the output ended in is cut off."""
     if parser._mode == HEADER:
         _cut(parser)
 
 
-def held_back(parser: StreamParser) -> int:
+def held_back(parser: MessageParser) -> int:
     """What may still be emitted: a delimiter prefix and whitespace whose role is unknown. A header
     being read is not counted, like an envelope's opener: it becomes framing or a call's opener, and
     content only when it runs past `header_limit` (which bounds it)."""

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..grammar import encodable
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
+from ..strict_json import encodable
 from ..types import INVALID_JSON, TOO_LONG, Delta, RejectedCall, ToolCall, ToolCallDelta
 from ..validation import ToolSet
 from .regions import Output
