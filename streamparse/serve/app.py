@@ -16,26 +16,27 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..openai import chat_chunks, chat_completion
+from ..openai import _ChunkMaker, chat_completion
 from ..options import OPTION_NAMES, Options
 from ..registry import get_format
 from ..types import ReasoningField
 from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
+from .http import HttpClient, HttpError, HttpResponse
+from .sse import ChunkWriter, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
-from .upstream import UpstreamStreamError, error_message, read_at_most, upstream_chunks
+from .upstream import UpstreamEvents, UpstreamStreamError, error_message
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -205,10 +206,6 @@ def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: 
         raise RequestError(400, f"the prompt cannot be tokenized safely: {error}") from None
 
 
-def _sse(data: Mapping[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n\n"
-
-
 def _request_id() -> str:
     return "req-" + secrets.token_hex(8)
 
@@ -223,26 +220,19 @@ def _unexpected(request_id: str, error: BaseException) -> dict[str, Any]:
 def create_app(config: ServerConfig) -> Starlette:
     """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`."""
     completions_url = config.upstream.rstrip("/") + "/completions"
-    timeout = httpx.Timeout(config.upstream_timeout, connect=10.0)
-    state: dict[str, httpx.AsyncClient] = {}
+    client = HttpClient(config.upstream, config.upstream_timeout, connect_timeout=10.0)
 
-    def client() -> httpx.AsyncClient:
-        if "client" not in state:
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-            state["client"] = httpx.AsyncClient(timeout=timeout, limits=limits)
-        return state["client"]
-
-    async def open_upstream(prepared: _Prepared) -> httpx.Response:
-        request = client().build_request("POST", completions_url, json=prepared.upstream_body)
+    async def open_upstream(prepared: _Prepared) -> HttpResponse:
+        request = json.dumps(prepared.upstream_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
-            response = await client().send(request, stream=True)
-        except httpx.HTTPError as error:
-            raise RequestError(502, f"cannot reach the upstream at {completions_url}: {type(error).__name__}: "
-                                    f"{error}", "upstream_error") from None
+            response = await client.post("completions", request.encode())
+        except HttpError as error:
+            raise RequestError(502, f"cannot reach the upstream at {completions_url}: {error}",
+                               "upstream_error") from None
         if not 200 <= response.status_code < 300:
             try:
-                raw = await read_at_most(response, config.max_upstream_line)
-            except httpx.HTTPError:
+                raw = await response.read(config.max_upstream_line)
+            except HttpError:
                 raw = b""
             finally:
                 await response.aclose()
@@ -262,30 +252,47 @@ def create_app(config: ServerConfig) -> Starlette:
         notice.check(chunk)
         return _with_tokens(chunk, prepared.tokenizer, required)
 
-    async def token_chunks(prepared: _Prepared, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-        async for chunk in upstream_chunks(response, prepared.n, config.max_upstream_line):
-            try:
-                yield tokens(prepared, chunk)
-            except MissingTokenIds as error:
-                raise UpstreamStreamError(str(error)) from None
+    async def stream_answer(prepared: _Prepared, response: HttpResponse, request_id: str) -> AsyncIterator[bytes]:
+        """The answer's events as the upstream's arrive: what one upstream read completes is parsed and
+        sent in one write, at once (nothing waits for more)."""
+        maker = _ChunkMaker(prepared.options, prepared.model, None, config.reasoning_field, text_fallback=not required)
+        writer = ChunkWriter(maker.id, maker.created, maker.model)
+        events = UpstreamEvents(prepared.n, config.max_upstream_line)
+        out = [writer.write(chunk) for chunk in maker.start(0)]
 
-    async def stream_answer(prepared: _Prepared, response: httpx.Response, request_id: str) -> AsyncIterator[bytes]:
-        chunks = cast(AsyncGenerator[dict[str, Any], None], chat_chunks(
-            token_chunks(prepared, response), prepared.options.format, model=prepared.model,
-            reasoning_field=config.reasoning_field, text_fallback=not required, **_parser_options(prepared.options)))
+        def answer(chunks: Any) -> None:
+            for chunk in chunks:
+                if chunk["choices"] or prepared.include_usage:
+                    out.append(writer.write(chunk))
+
         try:
-            async for chunk in chunks:
-                if not chunk["choices"] and not prepared.include_usage:
-                    continue
-                yield _sse(chunk)
+            yield b"".join(out)  # the role delta, before the upstream's first byte
+            out.clear()
+            async for data in response.pieces():
+                for chunk in events.feed(data):
+                    try:
+                        answer(maker.read(tokens(prepared, chunk)))
+                    except MissingTokenIds as error:
+                        raise UpstreamStreamError(str(error)) from None
+                if out:
+                    yield b"".join(out)
+                    out.clear()
+                events.check()
+                if events.done:
+                    break
+            events.end()
+            answer(maker.end())
         except UpstreamStreamError as error:
-            yield _sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}})
+            out.append(sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}}))
+        except HttpError as error:
+            out.append(sse({"error": {"message": f"the upstream stream broke off: {error}", "type": "upstream_error",
+                                      "param": None, "code": 502}}))
         except Exception as error:  # the last line of defence: every known failure is handled above
-            yield _sse(_unexpected(request_id, error))
+            out.append(sse(_unexpected(request_id, error)))
         finally:
-            await chunks.aclose()
             await response.aclose()  # on a client disconnect too: the upstream request is cancelled
-        yield b"data: [DONE]\n\n"
+        out.append(b"data: [DONE]\n\n")
+        yield b"".join(out)
 
     async def chat(request: Request) -> Response:
         request_id = _request_id()
@@ -304,7 +311,7 @@ def create_app(config: ServerConfig) -> Starlette:
                                          background=BackgroundTask(response.aclose))
             response = await open_upstream(prepared)
             try:
-                completion = parse_upstream(await response.aread())
+                completion = parse_upstream(await response.read())
                 check_upstream(completion, prepared.n)
                 if isinstance(completion, dict):
                     completion = tokens(prepared, completion)
@@ -312,9 +319,8 @@ def create_app(config: ServerConfig) -> Starlette:
                 raise RequestError(502, str(error), "upstream_error") from None
             except InvalidUpstream as error:
                 raise RequestError(502, str(error), "upstream_error") from None
-            except httpx.HTTPError as error:
-                raise RequestError(502, f"the upstream answer could not be read: {type(error).__name__}: {error}",
-                                   "upstream_error") from None
+            except HttpError as error:
+                raise RequestError(502, f"the upstream answer could not be read: {error}", "upstream_error") from None
             finally:
                 await response.aclose()
             return JSONResponse(chat_completion(completion, prepared.options.format, model=prepared.model,
@@ -335,8 +341,7 @@ def create_app(config: ServerConfig) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        if "client" in state:
-            await state.pop("client").aclose()
+        await client.aclose()
 
     return Starlette(lifespan=lifespan, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
