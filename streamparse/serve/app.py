@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import socket
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -37,6 +38,7 @@ from .sse import ChunkWriter, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
 from .upstream import UpstreamEvents, UpstreamStreamError, error_message
+from .workers import run_workers
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -355,8 +357,19 @@ def _parser_options(options: Options) -> dict[str, Any]:
     return {name: getattr(options, name) for name in OPTION_NAMES if name != "format"}
 
 
-def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Run the app with uvicorn until interrupted."""
+def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+          workers: int = 1) -> int:
+    """Run the app with uvicorn until interrupted, in `workers` processes on one port (`serve.workers`);
+    the exit status."""
     import uvicorn
 
-    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+    if workers == 1:
+        uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+        return 0
+
+    def serve_on(sock: socket.socket) -> bool:
+        server = uvicorn.Server(uvicorn.Config(create_app(config), log_level=log_level))
+        server.run(sockets=[sock])
+        return server.started
+
+    return run_workers(serve_on, host, port, workers)
