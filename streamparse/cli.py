@@ -167,11 +167,17 @@ def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
 def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     """Run the OpenAI-compatible proxy (the `server` extra) until interrupted."""
     try:
-        from .server import ServerConfig, serve
+        from .serve.app import ServerConfig, serve
     except ImportError as error:
         raise UsageError(f"serve needs the server extra (pip install 'streamparse[server]'): {error}") from None
     if opts.prompt is not None:
         raise UsageError("serve renders each request's prompt itself; --prompt does not apply")
+    from .serve.http import split_url
+
+    try:
+        split_url(opts.upstream)
+    except ValueError as error:
+        raise UsageError(f"--upstream: {error}") from None
     template = _load_template(opts)
     if opts.format is None:
         opts.format = detect_format(template.text)
@@ -209,15 +215,28 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
                           text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line,
                           upstream_token_ids=opts.upstream_token_ids)
-    serve(config, opts.host, opts.port, opts.log_level)
-    return 0
+    return serve(config, opts.host, opts.port, opts.log_level, _serve_workers(opts.workers))
+
+
+def _serve_workers(asked: int | None) -> int:
+    """--workers, checked: default one per core (one where several cannot share a port)."""
+    from .serve.workers import default_workers, workers_supported
+
+    if asked is not None and asked < 1:
+        raise UsageError(f"--workers must be at least 1, not {asked}")
+    if not workers_supported():
+        if asked is not None and asked > 1:
+            raise UsageError("--workers above 1 needs Linux (fork and SO_REUSEPORT); run one process per port "
+                             "behind a load balancer instead")
+        return 1
+    return asked or default_workers()
 
 
 def _load_template(opts: argparse.Namespace) -> Any:
     """The --chat-template, with --special-token values added, compiled and probed: any failure is one line."""
     from dataclasses import replace
 
-    from .chat_template import load_chat_template
+    from .serve.template import load_chat_template
 
     extra = {}
     for item in opts.special_token or ():
@@ -244,7 +263,7 @@ def _read_json_arg(text: str, what: str) -> Any:
 def _cmd_render(opts: argparse.Namespace, out: TextIO) -> int:
     """Print the prompt the proxy would send for the messages on stdin (as llama-server's /apply-template)."""
     try:
-        from .chat_template import TemplateRenderError
+        from .serve.template import TemplateRenderError
     except ImportError as error:
         raise UsageError(f"render needs the server extra (pip install 'streamparse[server]'): {error}") from None
     template = _load_template(opts)
@@ -313,6 +332,9 @@ def _add_serve(commands: Any) -> None:
                            help="ask the upstream for generated token ids (return_token_ids, vLLM >= 0.10.2) and "
                                 "take calls only from real special tokens; auto (default): an answer without ids "
                                 "is read as text; on: it is an error; off: never ask")
+    serve_cmd.add_argument("--workers", type=int, metavar="N",
+                           help="processes answering on the one port (default: one per core; Linux); each "
+                                "request and its stream stay in one")
     serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_option_flags(serve_cmd)
     # The format comes from the template unless given; on_rejected depends on --emit (see _cmd_serve).

@@ -31,27 +31,17 @@ import jinja2.parser
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .errors import CapabilityError, TemplateRenderError
+
 if TYPE_CHECKING:
-    from .prompt_marking import PromptPart
-    from .prompt_tokens import PromptTokenizer
+    from .marking import PromptPart
+    from .tokens import PromptTokenizer
 
 __all__ = ["Capabilities", "CapabilityError", "ChatTemplate", "TemplateRenderError", "load_chat_template"]
 
 # The tokenizer attributes HF passes to every template render.
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 
-
-class TemplateRenderError(ValueError):
-    """The template refused the request (its `raise_exception`) or failed on it: the client's input is at fault."""
-
-
-class CapabilityError(TemplateRenderError):
-    """The request uses something the template cannot render (`capability` names it, as in `Capabilities`);
-    rendering without it would silently drop part of the request."""
-
-    def __init__(self, capability: str, message: str) -> None:
-        super().__init__(message)
-        self.capability = capability
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
@@ -271,16 +261,16 @@ class ChatTemplate:
         """The model's tokenizer (from `tokenizer_file`), or None when there is none."""
         if self.tokenizer_file is None:
             return None
-        from .prompt_tokens import PromptTokenizer
+        from .tokens import PromptTokenizer
 
         return PromptTokenizer(self.tokenizer_file)
 
     def render_parts(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
                      add_generation_prompt: bool = True, **kwargs: Any) -> list[PromptPart]:
         """`render`'s prompt cut into the spans the template wrote and those the request brought
-        (`streamparse.prompt_marking`). Raises `ControlTokenError` (a `TemplateRenderError`) when a
+        (`streamparse.serve.marking`). Raises `ControlTokenError` (a `TemplateRenderError`) when a
         request string holding control-token text cannot be kept apart from the template's own."""
-        from .prompt_marking import render_parts
+        from .marking import render_parts
 
         tokenizer = self.tokenizer
         control = tokenizer.control_tokens if tokenizer is not None else frozenset(self.special_tokens.values())

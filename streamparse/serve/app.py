@@ -15,26 +15,30 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import socket
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .chat_template import CapabilityError, ChatTemplate, TemplateRenderError
-from .openai import chat_chunks, chat_completion
-from .options import OPTION_NAMES, Options
-from .prompt_tokens import PromptTokenizer
-from .registry import get_format
-from .server_checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
-from .types import ReasoningField
+from ..openai import _ChunkMaker, chat_completion
+from ..options import OPTION_NAMES, Options
+from ..registry import get_format
+from ..types import ReasoningField
+from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
+from .http import HttpClient, HttpError, HttpResponse
+from .sse import ChunkWriter, sse
+from .template import CapabilityError, ChatTemplate, TemplateRenderError
+from .tokens import PromptTokenizer
+from .upstream import UpstreamEvents, UpstreamStreamError, error_message, joined
+from .workers import run_workers
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -83,24 +87,6 @@ class RequestError(Exception):
         return JSONResponse(self.payload(), status_code=self.status)
 
 
-class UpstreamStreamError(Exception):
-    """The upstream broke off or reported an error in the middle of a stream."""
-
-
-def _error_body(status: int, raw: bytes) -> tuple[str, Mapping[str, Any] | None]:
-    """The upstream's error message, and its body when it already is OpenAI error JSON."""
-    try:
-        data = parse_upstream(raw)
-    except InvalidUpstream:
-        text = raw.decode("utf-8", "replace").strip()
-        return text or f"upstream answered HTTP {status}", None
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        return str(data["error"].get("message", "")), data
-    if isinstance(data, dict) and isinstance(data.get("message"), str):  # vLLM's {"object": "error", ...}
-        return data["message"], None
-    return json.dumps(data), None
-
-
 @dataclass
 class _Prepared:
     n: int
@@ -128,7 +114,7 @@ class MissingTokenIds(Exception):
 
 
 def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
-    """The upstream request for a checked body (`server_checks.parse_request`)."""
+    """The upstream request for a checked body (`checks.parse_request`)."""
     messages = body["messages"]
     tools = body.get("tools") or None
     tool_choice = body.get("tool_choice") or "auto"
@@ -222,68 +208,6 @@ def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: 
         raise RequestError(400, f"the prompt cannot be tokenized safely: {error}") from None
 
 
-async def _lines(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
-    """The lines of a byte stream (ended by LF or CRLF), none longer than `limit` bytes: a longer one is an
-    `UpstreamStreamError` before more than `limit` plus one read of it is held (httpx's `aiter_lines`
-    would gather a line of any length first)."""
-    too_long = UpstreamStreamError(f"the upstream sent an event line longer than {limit} bytes "
-                                   "(streamparse serve --max-upstream-line)")
-    held = bytearray()
-    async for data in response.aiter_bytes():
-        start = 0
-        end = data.find(b"\n")
-        while end >= 0:
-            line = bytes(held) + data[start:end] if held else data[start:end]
-            held.clear()
-            if len(line) > limit:
-                raise too_long
-            yield line[:-1] if line.endswith(b"\r") else line
-            start, end = end + 1, data.find(b"\n", end + 1)
-        if len(held) + len(data) - start > limit:
-            raise too_long
-        held += data[start:]
-    if held:
-        yield bytes(held)
-
-
-async def _upstream_chunks(response: httpx.Response, n: int, limit: int) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of an upstream server-sent-event stream, up to `[DONE]`, each checked
-    (`check_upstream`); any other stream is an `UpstreamStreamError`."""
-    try:
-        async for line in _lines(response, limit):
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                return
-            try:
-                chunk = parse_upstream(data)
-                if isinstance(chunk, dict) and ("error" in chunk or chunk.get("object") == "error"):
-                    message, _ = _error_body(502, data)
-                    raise UpstreamStreamError(f"the upstream reported an error mid-stream: {message}")
-                check_upstream(chunk, n)
-            except InvalidUpstream as error:
-                raise UpstreamStreamError(f"{error}; the event was {data[:200].decode('utf-8', 'replace')!r}") from None
-            yield chunk
-    except httpx.HTTPError as error:
-        raise UpstreamStreamError(f"the upstream stream broke off: {type(error).__name__}: {error}") from None
-    raise UpstreamStreamError("the upstream stream ended without [DONE]")
-
-
-async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
-    """The body of `response`, cut at `limit` bytes (an error body is shown, never needed whole)."""
-    body = bytearray()
-    async for data in response.aiter_bytes():
-        body += data[:limit - len(body)]
-        if len(body) >= limit:
-            break
-    return bytes(body)
-
-
-def _sse(data: Mapping[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n\n"
-
-
 def _request_id() -> str:
     return "req-" + secrets.token_hex(8)
 
@@ -298,30 +222,23 @@ def _unexpected(request_id: str, error: BaseException) -> dict[str, Any]:
 def create_app(config: ServerConfig) -> Starlette:
     """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`."""
     completions_url = config.upstream.rstrip("/") + "/completions"
-    timeout = httpx.Timeout(config.upstream_timeout, connect=10.0)
-    state: dict[str, httpx.AsyncClient] = {}
+    client = HttpClient(config.upstream, config.upstream_timeout, connect_timeout=10.0)
 
-    def client() -> httpx.AsyncClient:
-        if "client" not in state:
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-            state["client"] = httpx.AsyncClient(timeout=timeout, limits=limits)
-        return state["client"]
-
-    async def open_upstream(prepared: _Prepared) -> httpx.Response:
-        request = client().build_request("POST", completions_url, json=prepared.upstream_body)
+    async def open_upstream(prepared: _Prepared) -> HttpResponse:
+        request = json.dumps(prepared.upstream_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
-            response = await client().send(request, stream=True)
-        except httpx.HTTPError as error:
-            raise RequestError(502, f"cannot reach the upstream at {completions_url}: {type(error).__name__}: "
-                                    f"{error}", "upstream_error") from None
+            response = await client.post("completions", request.encode())
+        except HttpError as error:
+            raise RequestError(502, f"cannot reach the upstream at {completions_url}: {error}",
+                               "upstream_error") from None
         if not 200 <= response.status_code < 300:
             try:
-                raw = await _read_at_most(response, config.max_upstream_line)
-            except httpx.HTTPError:
+                raw = await response.read(config.max_upstream_line)
+            except HttpError:
                 raw = b""
             finally:
                 await response.aclose()
-            message, body = _error_body(response.status_code, raw)
+            message, body = error_message(response.status_code, raw)
             if 400 <= response.status_code < 500:  # the upstream refused the request: its status and words
                 raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body)
             raise RequestError(502, f"the upstream answered HTTP {response.status_code}: {message}",
@@ -337,30 +254,48 @@ def create_app(config: ServerConfig) -> Starlette:
         notice.check(chunk)
         return _with_tokens(chunk, prepared.tokenizer, required)
 
-    async def token_chunks(prepared: _Prepared, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-        async for chunk in _upstream_chunks(response, prepared.n, config.max_upstream_line):
-            try:
-                yield tokens(prepared, chunk)
-            except MissingTokenIds as error:
-                raise UpstreamStreamError(str(error)) from None
+    async def stream_answer(prepared: _Prepared, response: HttpResponse, request_id: str) -> AsyncIterator[bytes]:
+        """The answer's events as the upstream's arrive: what one upstream read completes is parsed and
+        sent in one write, at once (nothing waits for more)."""
+        maker = _ChunkMaker(prepared.options, prepared.model, None, config.reasoning_field, text_fallback=not required)
+        writer = ChunkWriter(maker.id, maker.created, maker.model)
+        events = UpstreamEvents(prepared.n, config.max_upstream_line)
+        out = [writer.write(chunk) for chunk in maker.start(0)]
 
-    async def stream_answer(prepared: _Prepared, response: httpx.Response, request_id: str) -> AsyncIterator[bytes]:
-        chunks = cast(AsyncGenerator[dict[str, Any], None], chat_chunks(
-            token_chunks(prepared, response), prepared.options.format, model=prepared.model,
-            reasoning_field=config.reasoning_field, text_fallback=not required, **_parser_options(prepared.options)))
+        def answer(chunks: Any) -> None:
+            for chunk in chunks:
+                if chunk["choices"] or prepared.include_usage:
+                    out.append(writer.write(chunk))
+
         try:
-            async for chunk in chunks:
-                if not chunk["choices"] and not prepared.include_usage:
-                    continue
-                yield _sse(chunk)
+            yield b"".join(out)  # the role delta, before the upstream's first byte
+            out.clear()
+            async for data in response.pieces():
+                for chunk in joined(events.feed(data)):
+                    try:
+                        answer(maker.read(tokens(prepared, chunk)))
+                    except MissingTokenIds as error:
+                        raise UpstreamStreamError(str(error)) from None
+                if out:
+                    yield b"".join(out)
+                    out.clear()
+                events.check()
+                if events.done:
+                    response.finish()  # the body's end is read in the background: the connection is kept
+                    break
+            events.end()
+            answer(maker.end())
         except UpstreamStreamError as error:
-            yield _sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}})
+            out.append(sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}}))
+        except HttpError as error:
+            out.append(sse({"error": {"message": f"the upstream stream broke off: {error}", "type": "upstream_error",
+                                      "param": None, "code": 502}}))
         except Exception as error:  # the last line of defence: every known failure is handled above
-            yield _sse(_unexpected(request_id, error))
+            out.append(sse(_unexpected(request_id, error)))
         finally:
-            await chunks.aclose()
             await response.aclose()  # on a client disconnect too: the upstream request is cancelled
-        yield b"data: [DONE]\n\n"
+        out.append(b"data: [DONE]\n\n")
+        yield b"".join(out)
 
     async def chat(request: Request) -> Response:
         request_id = _request_id()
@@ -379,7 +314,7 @@ def create_app(config: ServerConfig) -> Starlette:
                                          background=BackgroundTask(response.aclose))
             response = await open_upstream(prepared)
             try:
-                completion = parse_upstream(await response.aread())
+                completion = parse_upstream(await response.read())
                 check_upstream(completion, prepared.n)
                 if isinstance(completion, dict):
                     completion = tokens(prepared, completion)
@@ -387,9 +322,8 @@ def create_app(config: ServerConfig) -> Starlette:
                 raise RequestError(502, str(error), "upstream_error") from None
             except InvalidUpstream as error:
                 raise RequestError(502, str(error), "upstream_error") from None
-            except httpx.HTTPError as error:
-                raise RequestError(502, f"the upstream answer could not be read: {type(error).__name__}: {error}",
-                                   "upstream_error") from None
+            except HttpError as error:
+                raise RequestError(502, f"the upstream answer could not be read: {error}", "upstream_error") from None
             finally:
                 await response.aclose()
             return JSONResponse(chat_completion(completion, prepared.options.format, model=prepared.model,
@@ -410,8 +344,7 @@ def create_app(config: ServerConfig) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        if "client" in state:
-            await state.pop("client").aclose()
+        await client.aclose()
 
     return Starlette(lifespan=lifespan, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
@@ -425,8 +358,19 @@ def _parser_options(options: Options) -> dict[str, Any]:
     return {name: getattr(options, name) for name in OPTION_NAMES if name != "format"}
 
 
-def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Run the app with uvicorn until interrupted."""
+def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+          workers: int = 1) -> int:
+    """Run the app with uvicorn until interrupted, in `workers` processes on one port (`serve.workers`);
+    the exit status."""
     import uvicorn
 
-    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+    if workers == 1:
+        uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+        return 0
+
+    def serve_on(sock: socket.socket) -> bool:
+        server = uvicorn.Server(uvicorn.Config(create_app(config), log_level=log_level))
+        server.run(sockets=[sock])
+        return server.started
+
+    return run_workers(serve_on, host, port, workers)
