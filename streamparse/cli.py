@@ -346,6 +346,41 @@ def _add_render(commands: Any) -> None:
     # --parts (which spans came from the request) belongs with ChatTemplate.render_parts (input marking).
 
 
+def _cmd_replay(opts: argparse.Namespace, out: TextIO) -> int:
+    """Run the replaying upstream (the `server` extra) until interrupted."""
+    try:
+        import uvicorn
+
+        from .serve.replay import Replay, bundled_output, create_replay_app
+    except ImportError as error:
+        raise UsageError(f"replay needs the server extra (pip install 'streamparse[server]'): {error}") from None
+    try:
+        model = f"replay-{get_format(opts.format).name}"
+        path = Path(opts.output) if opts.output else bundled_output(opts.format)
+        output = path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    if opts.delay < 0:
+        raise UsageError("--delay must be 0 or more seconds")
+    print(f"streamparse replay: {path.name} ({len(output)} characters) for every prompt, as {model!r}, "
+          f"on http://{opts.host}:{opts.port}/v1", file=sys.stderr, flush=True)
+    uvicorn.run(create_replay_app(Replay(output, model, opts.delay)), host=opts.host, port=opts.port,
+                log_level=opts.log_level)
+    return 0
+
+
+def _add_replay(commands: Any) -> None:
+    replay = commands.add_parser("replay", help="a stand-in upstream: answers /v1/completions with a real output "
+                                                "of a format, token by token, whatever the prompt (to try serve "
+                                                "without an inference engine; needs the server extra)")
+    replay.add_argument("--format", "-f", default="hermes", help="whose bundled output to send (default hermes)")
+    replay.add_argument("--output", help="send the text of this file instead of the bundled output")
+    replay.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    replay.add_argument("--port", type=int, default=8001, help="port to listen on (default 8001)")
+    replay.add_argument("--delay", type=float, default=0.01, help="seconds between pieces (default 0.01)")
+    replay.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+
+
 def _add_serve(commands: Any) -> None:
     serve_cmd = commands.add_parser("serve", help="an OpenAI-compatible /v1/chat/completions in front of a raw "
                                                   "/v1/completions server (needs the server extra)")
@@ -404,6 +439,7 @@ def build_argparser() -> argparse.ArgumentParser:
     demo.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
     common(demo)
     _add_serve(commands)
+    _add_replay(commands)
     _add_render(commands)
     return top
 
@@ -411,7 +447,7 @@ def build_argparser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     opts = build_argparser().parse_args(argv)
     handlers = {"parse": _cmd_parse, "stream": _cmd_stream, "formats": _cmd_formats, "demo": _cmd_demo,
-                "detect": _cmd_detect, "serve": _cmd_serve, "render": _cmd_render}
+                "detect": _cmd_detect, "serve": _cmd_serve, "replay": _cmd_replay, "render": _cmd_render}
     try:
         return handlers[opts.command](opts, sys.stdout)
     except UsageError as error:
