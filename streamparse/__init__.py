@@ -39,8 +39,8 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_LAZY = {"ChatTemplate": "chat_template", "TemplateRenderError": "chat_template", "PromptPart": "prompt_marking",
-         "ControlTokenError": "prompt_marking"}
+_LAZY = {"ChatTemplate": "serve.template", "TemplateRenderError": "serve.template", "PromptPart": "serve.marking",
+         "ControlTokenError": "serve.marking"}
 
 
 def __getattr__(name: str) -> Any:

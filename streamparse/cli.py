@@ -225,7 +225,7 @@ def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
 def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     """Run the OpenAI-compatible proxy (the `server` extra) until interrupted."""
     try:
-        from .server import ServerConfig, serve
+        from .serve.app import ServerConfig, serve
     except ImportError as error:
         raise UsageError(f"serve needs the server extra (pip install 'streamparse[server]'): {error}") from None
     if opts.prompt is not None:
@@ -275,7 +275,7 @@ def _load_template(opts: argparse.Namespace) -> Any:
     """The --chat-template, with --special-token values added, compiled and probed: any failure is one line."""
     from dataclasses import replace
 
-    from .chat_template import load_chat_template
+    from .serve.template import load_chat_template
 
     extra = {}
     for item in opts.special_token or ():
@@ -302,7 +302,7 @@ def _read_json_arg(text: str, what: str) -> Any:
 def _cmd_render(opts: argparse.Namespace, out: TextIO) -> int:
     """Print the prompt the proxy would send for the messages on stdin (as llama-server's /apply-template)."""
     try:
-        from .chat_template import TemplateRenderError
+        from .serve.template import TemplateRenderError
     except ImportError as error:
         raise UsageError(f"render needs the server extra (pip install 'streamparse[server]'): {error}") from None
     template = _load_template(opts)

@@ -1,4 +1,5 @@
-"""Shared helpers: fold deltas back into a message, and the formats under test."""
+"""Shared helpers: fold deltas back into a message, the formats under test, and the fake upstream
+fixture of the server tests."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import pytest
 import regex  # type: ignore[import-untyped]
 from hypothesis import settings
 
@@ -191,3 +195,14 @@ def shared_cases(fmt: str) -> list[dict[str, object]]:
         if path.exists():
             found += [case for case in json.loads(path.read_text()) if case["format"] == fmt]
     return found
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Any]:
+    """The fake completions server of tests/upstream.py, one per test module (imported here, not at the
+    top: it needs the server extra, which tests of the parser alone do not)."""
+    from upstream import Upstream
+
+    server = Upstream().start()
+    yield server
+    server.stop()

@@ -1,4 +1,4 @@
-"""`streamparse.chat_template`: HF `apply_chat_template` rendering, and loading a template from a file,
+"""`streamparse.serve.template`: HF `apply_chat_template` rendering, and loading a template from a file,
 a tokenizer_config.json or a model directory."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ pytest.importorskip("jinja2")
 
 from conftest import CASES, FIXTURES
 
-from streamparse import chat_template
-from streamparse.chat_template import ChatTemplate, TemplateRenderError, load_chat_template
+from streamparse.serve import template as chat_template
+from streamparse.serve.template import ChatTemplate, TemplateRenderError, load_chat_template
 
 TEMPLATES = CASES.parent
 HERMES = FIXTURES / "hermes" / "chat_template.jinja"

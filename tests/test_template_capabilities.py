@@ -15,7 +15,7 @@ pytest.importorskip("jinja2")
 
 from conftest import SHARED
 
-from streamparse.chat_template import CapabilityError, ChatTemplate, TemplateRenderError
+from streamparse.serve.template import CapabilityError, ChatTemplate, TemplateRenderError
 
 TEMPLATES = SHARED / "templates"
 ALL = sorted(TEMPLATES.glob("*.jinja"))

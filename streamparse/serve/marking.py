@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .chat_template import TemplateRenderError
+from .template import TemplateRenderError
 
 __all__ = ["ControlTokenError", "PromptPart", "render_parts"]
 

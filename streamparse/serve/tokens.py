@@ -17,8 +17,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .prompt_marking import PromptPart
-from .types import Token
+from ..types import Token
+from .marking import PromptPart
 
 __all__ = ["PromptTokenizer"]
 

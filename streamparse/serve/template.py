@@ -32,8 +32,8 @@ import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 if TYPE_CHECKING:
-    from .prompt_marking import PromptPart
-    from .prompt_tokens import PromptTokenizer
+    from .marking import PromptPart
+    from .tokens import PromptTokenizer
 
 __all__ = ["Capabilities", "CapabilityError", "ChatTemplate", "TemplateRenderError", "load_chat_template"]
 
@@ -271,16 +271,16 @@ class ChatTemplate:
         """The model's tokenizer (from `tokenizer_file`), or None when there is none."""
         if self.tokenizer_file is None:
             return None
-        from .prompt_tokens import PromptTokenizer
+        from .tokens import PromptTokenizer
 
         return PromptTokenizer(self.tokenizer_file)
 
     def render_parts(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
                      add_generation_prompt: bool = True, **kwargs: Any) -> list[PromptPart]:
         """`render`'s prompt cut into the spans the template wrote and those the request brought
-        (`streamparse.prompt_marking`). Raises `ControlTokenError` (a `TemplateRenderError`) when a
+        (`streamparse.serve.marking`). Raises `ControlTokenError` (a `TemplateRenderError`) when a
         request string holding control-token text cannot be kept apart from the template's own."""
-        from .prompt_marking import render_parts
+        from .marking import render_parts
 
         tokenizer = self.tokenizer
         control = tokenizer.control_tokens if tokenizer is not None else frozenset(self.special_tokens.values())

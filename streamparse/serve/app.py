@@ -28,13 +28,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .chat_template import CapabilityError, ChatTemplate, TemplateRenderError
-from .openai import chat_chunks, chat_completion
-from .options import OPTION_NAMES, Options
-from .prompt_tokens import PromptTokenizer
-from .registry import get_format
-from .server_checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
-from .types import ReasoningField
+from ..openai import chat_chunks, chat_completion
+from ..options import OPTION_NAMES, Options
+from ..registry import get_format
+from ..types import ReasoningField
+from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
+from .template import CapabilityError, ChatTemplate, TemplateRenderError
+from .tokens import PromptTokenizer
+from .upstream import UpstreamStreamError, error_message, read_at_most, upstream_chunks
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -83,24 +84,6 @@ class RequestError(Exception):
         return JSONResponse(self.payload(), status_code=self.status)
 
 
-class UpstreamStreamError(Exception):
-    """The upstream broke off or reported an error in the middle of a stream."""
-
-
-def _error_body(status: int, raw: bytes) -> tuple[str, Mapping[str, Any] | None]:
-    """The upstream's error message, and its body when it already is OpenAI error JSON."""
-    try:
-        data = parse_upstream(raw)
-    except InvalidUpstream:
-        text = raw.decode("utf-8", "replace").strip()
-        return text or f"upstream answered HTTP {status}", None
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        return str(data["error"].get("message", "")), data
-    if isinstance(data, dict) and isinstance(data.get("message"), str):  # vLLM's {"object": "error", ...}
-        return data["message"], None
-    return json.dumps(data), None
-
-
 @dataclass
 class _Prepared:
     n: int
@@ -128,7 +111,7 @@ class MissingTokenIds(Exception):
 
 
 def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
-    """The upstream request for a checked body (`server_checks.parse_request`)."""
+    """The upstream request for a checked body (`checks.parse_request`)."""
     messages = body["messages"]
     tools = body.get("tools") or None
     tool_choice = body.get("tool_choice") or "auto"
@@ -222,64 +205,6 @@ def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: 
         raise RequestError(400, f"the prompt cannot be tokenized safely: {error}") from None
 
 
-async def _lines(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
-    """The lines of a byte stream (ended by LF or CRLF), none longer than `limit` bytes: a longer one is an
-    `UpstreamStreamError` before more than `limit` plus one read of it is held (httpx's `aiter_lines`
-    would gather a line of any length first)."""
-    too_long = UpstreamStreamError(f"the upstream sent an event line longer than {limit} bytes "
-                                   "(streamparse serve --max-upstream-line)")
-    held = bytearray()
-    async for data in response.aiter_bytes():
-        start = 0
-        end = data.find(b"\n")
-        while end >= 0:
-            line = bytes(held) + data[start:end] if held else data[start:end]
-            held.clear()
-            if len(line) > limit:
-                raise too_long
-            yield line[:-1] if line.endswith(b"\r") else line
-            start, end = end + 1, data.find(b"\n", end + 1)
-        if len(held) + len(data) - start > limit:
-            raise too_long
-        held += data[start:]
-    if held:
-        yield bytes(held)
-
-
-async def _upstream_chunks(response: httpx.Response, n: int, limit: int) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of an upstream server-sent-event stream, up to `[DONE]`, each checked
-    (`check_upstream`); any other stream is an `UpstreamStreamError`."""
-    try:
-        async for line in _lines(response, limit):
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                return
-            try:
-                chunk = parse_upstream(data)
-                if isinstance(chunk, dict) and ("error" in chunk or chunk.get("object") == "error"):
-                    message, _ = _error_body(502, data)
-                    raise UpstreamStreamError(f"the upstream reported an error mid-stream: {message}")
-                check_upstream(chunk, n)
-            except InvalidUpstream as error:
-                raise UpstreamStreamError(f"{error}; the event was {data[:200].decode('utf-8', 'replace')!r}") from None
-            yield chunk
-    except httpx.HTTPError as error:
-        raise UpstreamStreamError(f"the upstream stream broke off: {type(error).__name__}: {error}") from None
-    raise UpstreamStreamError("the upstream stream ended without [DONE]")
-
-
-async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
-    """The body of `response`, cut at `limit` bytes (an error body is shown, never needed whole)."""
-    body = bytearray()
-    async for data in response.aiter_bytes():
-        body += data[:limit - len(body)]
-        if len(body) >= limit:
-            break
-    return bytes(body)
-
-
 def _sse(data: Mapping[str, Any]) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n\n"
 
@@ -316,12 +241,12 @@ def create_app(config: ServerConfig) -> Starlette:
                                     f"{error}", "upstream_error") from None
         if not 200 <= response.status_code < 300:
             try:
-                raw = await _read_at_most(response, config.max_upstream_line)
+                raw = await read_at_most(response, config.max_upstream_line)
             except httpx.HTTPError:
                 raw = b""
             finally:
                 await response.aclose()
-            message, body = _error_body(response.status_code, raw)
+            message, body = error_message(response.status_code, raw)
             if 400 <= response.status_code < 500:  # the upstream refused the request: its status and words
                 raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body)
             raise RequestError(502, f"the upstream answered HTTP {response.status_code}: {message}",
@@ -338,7 +263,7 @@ def create_app(config: ServerConfig) -> Starlette:
         return _with_tokens(chunk, prepared.tokenizer, required)
 
     async def token_chunks(prepared: _Prepared, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-        async for chunk in _upstream_chunks(response, prepared.n, config.max_upstream_line):
+        async for chunk in upstream_chunks(response, prepared.n, config.max_upstream_line):
             try:
                 yield tokens(prepared, chunk)
             except MissingTokenIds as error:
