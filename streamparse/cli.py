@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from .detect import detect_format
 from .engine import StreamParser
 from .options import OPTION_HELP, EmitCalls, OnRejected, Options, SpecialTokens, ToolCallsInReasoning
 from .registry import formats, get_format
+from .serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_MESSAGES, Limits
 from .types import ReasoningField
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -251,6 +253,16 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
               "or --special-token NAME=TEXT", file=sys.stderr, flush=True)
     if opts.max_upstream_line < 1024:
         raise UsageError("--max-upstream-line must be at least 1024 bytes")
+    try:
+        limits = Limits(opts.max_body_bytes, opts.max_messages)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if opts.shutdown_timeout < 0:
+        raise UsageError("--shutdown-timeout must be 0 or more seconds")
+    api_key, upstream_api_key = _secret(opts.api_key, "--api-key"), _secret(opts.upstream_api_key, "--upstream-api-key")
+    print("streamparse serve: " + ("clients must send 'Authorization: Bearer' with the API key" if api_key else
+                                   "no API key: anyone who reaches the port can use the upstream (--api-key)"),
+          file=sys.stderr, flush=True)
     if template.tokenizer_file is None and not opts.text_prompt:
         raise UsageError(f"no tokenizer.json beside --chat-template {opts.chat_template}: the proxy sends prompts "
                          "as token ids so that request text can never become a control token; give the model "
@@ -266,9 +278,19 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
               file=sys.stderr)
     config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
                           text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line,
-                          upstream_token_ids=opts.upstream_token_ids)
-    serve(config, opts.host, opts.port, opts.log_level)
+                          upstream_token_ids=opts.upstream_token_ids, api_key=api_key,
+                          upstream_api_key=upstream_api_key, limits=limits)
+    serve(config, opts.host, opts.port, opts.log_level, opts.shutdown_timeout)
     return 0
+
+
+def _secret(value: str | None, flag: str) -> str | None:
+    """A key from its flag (already defaulted from its environment variable); an empty one is a mistake."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise UsageError(f"{flag} is empty (or its environment variable is set to nothing): give the key, or unset it")
+    return value
 
 
 def _load_template(opts: argparse.Namespace) -> Any:
@@ -406,7 +428,23 @@ def _add_serve(commands: Any) -> None:
                            help="ask the upstream for generated token ids (return_token_ids, vLLM >= 0.10.2) and "
                                 "take calls only from real special tokens; auto (default): an answer without ids "
                                 "is read as text; on: it is an error; off: never ask")
-    serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    serve_cmd.add_argument("--api-key", default=os.environ.get("STREAMPARSE_API_KEY"), metavar="KEY",
+                           help="clients must send 'Authorization: Bearer KEY' (401 otherwise; /health and /metrics "
+                                "stay open); default: the STREAMPARSE_API_KEY environment variable, which keeps the "
+                                "key out of the process list")
+    serve_cmd.add_argument("--upstream-api-key", default=os.environ.get("STREAMPARSE_UPSTREAM_API_KEY"),
+                           metavar="KEY", help="sent upstream as 'Authorization: Bearer KEY' (vLLM --api-key); "
+                                               "default: the STREAMPARSE_UPSTREAM_API_KEY environment variable")
+    serve_cmd.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, metavar="BYTES",
+                           help="the largest request body, counted as it arrives; larger is a 413 (default 8388608, "
+                                "8 MiB)")
+    serve_cmd.add_argument("--max-messages", type=int, default=DEFAULT_MAX_MESSAGES, metavar="N",
+                           help=f"the most messages in one request; more is a 400 (default {DEFAULT_MAX_MESSAGES})")
+    serve_cmd.add_argument("--shutdown-timeout", type=int, default=30, metavar="S",
+                           help="on SIGTERM, stop accepting and let open answers finish for up to S seconds, then "
+                                "exit (default 30)")
+    serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                           help="info (default) logs one line per request: its id, status, duration and tokens")
     add_option_flags(serve_cmd)
     # The format comes from the template unless given; on_rejected depends on --emit (see _cmd_serve).
     serve_cmd.set_defaults(format=None, on_rejected=None)

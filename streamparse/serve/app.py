@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -24,6 +23,7 @@ from typing import Any, Literal, cast
 import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -32,7 +32,11 @@ from ..openai import chat_chunks, chat_completion
 from ..options import OPTION_NAMES, Options
 from ..registry import get_format
 from ..types import ReasoningField
+from .access import RequireApiKey
 from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
+from .limits import Limits, OverLimit, check_messages, read_body
+from .metrics import CONTENT_TYPE, Metrics
+from .requests import RequestLog, RequestRecord, configure_logging
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
 from .upstream import UpstreamStreamError, error_message, read_at_most, upstream_chunks
@@ -62,6 +66,9 @@ class ServerConfig:
     # Ask for generated token ids and read choices that carry them token-aware: "auto" reads a choice
     # without ids as text, "on" makes a choice without ids an upstream error, "off" never asks.
     upstream_token_ids: Literal["auto", "on", "off"] = "auto"
+    api_key: str | None = None          # clients send `Authorization: Bearer KEY`; None: open to all
+    upstream_api_key: str | None = None  # sent upstream as `Authorization: Bearer KEY`
+    limits: Limits = field(default_factory=Limits)  # request body bytes, number of messages
 
 
 class RequestError(Exception):
@@ -209,8 +216,9 @@ def _sse(data: Mapping[str, Any]) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n\n"
 
 
-def _request_id() -> str:
-    return "req-" + secrets.token_hex(8)
+def _holds_output(delta: Mapping[str, Any]) -> bool:
+    """Whether an answer delta carries generated text or a call (not the role delta, not a finish)."""
+    return bool(delta) and "role" not in delta
 
 
 def _unexpected(request_id: str, error: BaseException) -> dict[str, Any]:
@@ -221,22 +229,27 @@ def _unexpected(request_id: str, error: BaseException) -> dict[str, Any]:
 
 
 def create_app(config: ServerConfig) -> Starlette:
-    """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`."""
+    """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models` (with `config.api_key`, both need it),
+    `GET /health`, `GET /metrics`; every request gets an id, a log line and its metrics (`RequestLog`)."""
     completions_url = config.upstream.rstrip("/") + "/completions"
     timeout = httpx.Timeout(config.upstream_timeout, connect=10.0)
+    headers = {"Authorization": f"Bearer {config.upstream_api_key}"} if config.upstream_api_key else None
     state: dict[str, httpx.AsyncClient] = {}
+    metrics = Metrics(config.options.format)
+    metrics.count_rejected_calls(logger)
 
     def client() -> httpx.AsyncClient:
         if "client" not in state:
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-            state["client"] = httpx.AsyncClient(timeout=timeout, limits=limits)
+            state["client"] = httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers)
         return state["client"]
 
-    async def open_upstream(prepared: _Prepared) -> httpx.Response:
+    async def open_upstream(prepared: _Prepared, record: RequestRecord) -> httpx.Response:
         request = client().build_request("POST", completions_url, json=prepared.upstream_body)
         try:
             response = await client().send(request, stream=True)
         except httpx.HTTPError as error:
+            record.upstream_error = "unreachable"
             raise RequestError(502, f"cannot reach the upstream at {completions_url}: {type(error).__name__}: "
                                     f"{error}", "upstream_error") from None
         if not 200 <= response.status_code < 300:
@@ -247,6 +260,7 @@ def create_app(config: ServerConfig) -> Starlette:
             finally:
                 await response.aclose()
             message, body = error_message(response.status_code, raw)
+            record.upstream_error = "status"
             if 400 <= response.status_code < 500:  # the upstream refused the request: its status and words
                 raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body)
             raise RequestError(502, f"the upstream answered HTTP {response.status_code}: {message}",
@@ -269,50 +283,65 @@ def create_app(config: ServerConfig) -> Starlette:
             except MissingTokenIds as error:
                 raise UpstreamStreamError(str(error)) from None
 
-    async def stream_answer(prepared: _Prepared, response: httpx.Response, request_id: str) -> AsyncIterator[bytes]:
+    async def stream_answer(prepared: _Prepared, response: httpx.Response,
+                            record: RequestRecord) -> AsyncIterator[bytes]:
         chunks = cast(AsyncGenerator[dict[str, Any], None], chat_chunks(
             token_chunks(prepared, response), prepared.options.format, model=prepared.model,
             reasoning_field=config.reasoning_field, text_fallback=not required, **_parser_options(prepared.options)))
         try:
             async for chunk in chunks:
-                if not chunk["choices"] and not prepared.include_usage:
-                    continue
+                if not chunk["choices"]:
+                    record.add_usage(chunk.get("usage"))
+                    if not prepared.include_usage:
+                        continue
+                elif record.first_token is None and _holds_output(chunk["choices"][0]["delta"]):
+                    record.mark_first_token()
                 yield _sse(chunk)
         except UpstreamStreamError as error:
+            record.upstream_error = "stream"
             yield _sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}})
         except Exception as error:  # the last line of defence: every known failure is handled above
-            yield _sse(_unexpected(request_id, error))
+            yield _sse(_unexpected(record.id, error))
         finally:
             await chunks.aclose()
             await response.aclose()  # on a client disconnect too: the upstream request is cancelled
         yield b"data: [DONE]\n\n"
 
     async def chat(request: Request) -> Response:
-        request_id = _request_id()
+        record: RequestRecord = request.state.record
         try:
             try:
-                body = parse_request(await request.body())
+                raw = await read_body(request.stream(), request.headers.get("content-length"),
+                                      config.limits.max_body_bytes)
+                body = parse_request(raw)
+                check_messages(body, config.limits.max_messages)
             except InvalidRequest as error:
                 raise RequestError(400, str(error), param=error.param) from None
+            except OverLimit as error:
+                raise RequestError(error.status, str(error), param=error.param) from None
             prepared = _prepare(config, body)
             if prepared.stream:
-                response = await open_upstream(prepared)
+                response = await open_upstream(prepared, record)
                 # The background task closes the upstream stream however the response ends, also when the
                 # client went away before the first byte (then the generator never ran its finally).
-                return StreamingResponse(stream_answer(prepared, response, request_id), media_type="text/event-stream",
+                return StreamingResponse(stream_answer(prepared, response, record), media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                          background=BackgroundTask(response.aclose))
-            response = await open_upstream(prepared)
+            response = await open_upstream(prepared, record)
             try:
                 completion = parse_upstream(await response.aread())
                 check_upstream(completion, prepared.n)
                 if isinstance(completion, dict):
+                    record.add_usage(completion.get("usage"))
                     completion = tokens(prepared, completion)
             except MissingTokenIds as error:
+                record.upstream_error = "answer"
                 raise RequestError(502, str(error), "upstream_error") from None
             except InvalidUpstream as error:
+                record.upstream_error = "answer"
                 raise RequestError(502, str(error), "upstream_error") from None
             except httpx.HTTPError as error:
+                record.upstream_error = "answer"
                 raise RequestError(502, f"the upstream answer could not be read: {type(error).__name__}: {error}",
                                    "upstream_error") from None
             finally:
@@ -323,7 +352,7 @@ def create_app(config: ServerConfig) -> Starlette:
         except RequestError as error:
             return error.response()
         except Exception as error:  # the last line of defence: every known failure is a RequestError above
-            return JSONResponse(_unexpected(request_id, error), status_code=500)
+            return JSONResponse(_unexpected(record.id, error), status_code=500)
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [
@@ -332,16 +361,24 @@ def create_app(config: ServerConfig) -> Starlette:
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    async def metrics_text(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
+        metrics.close()
         if "client" in state:
             await state.pop("client").aclose()
 
-    return Starlette(lifespan=lifespan, routes=[
+    middleware = [Middleware(RequestLog, metrics=metrics)]  # outermost: a refused request is logged too
+    if config.api_key:
+        middleware.append(Middleware(RequireApiKey, key=config.api_key))
+    return Starlette(lifespan=lifespan, middleware=middleware, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics_text, methods=["GET"]),
     ])
 
 
@@ -350,8 +387,20 @@ def _parser_options(options: Options) -> dict[str, Any]:
     return {name: getattr(options, name) for name in OPTION_NAMES if name != "format"}
 
 
-def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Run the app with uvicorn until interrupted."""
+def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+          shutdown_timeout: int = 30) -> None:
+    """Run the app with uvicorn until interrupted. On SIGTERM (or Ctrl-C) it stops accepting, lets open
+    answers finish for up to `shutdown_timeout` seconds, cancels what is left, and returns."""
+    import signal
+
     import uvicorn
 
-    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+    configure_logging(log_level)
+    # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
+    # it, that second one is ignored, so a drained server exits 0 as a supervisor expects.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        uvicorn.run(create_app(config), host=host, port=port, log_level=log_level, access_log=False,
+                    timeout_graceful_shutdown=shutdown_timeout)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -19,12 +19,28 @@ from typing import Any
 from .access import ASGIApp, Message, Receive, Scope, Send
 from .metrics import Metrics
 
-__all__ = ["RequestLog", "RequestRecord", "request_id"]
+__all__ = ["RequestLog", "RequestRecord", "configure_logging", "request_id"]
 
 logger = logging.getLogger("streamparse.requests")
 # A client's own id is kept when it is short and plain (safe in a log line and a header); else one is made.
 _CLIENT_ID = re.compile(rb"[A-Za-z0-9._:/+=-]{1,64}")
 _PATHS = frozenset({"/v1/chat/completions", "/v1/models", "/health", "/metrics"})
+
+
+def configure_logging(level: str) -> None:
+    """The `streamparse` loggers (a line per request, warnings, rejected calls) to stderr at `level`
+    (`--log-level`), uvicorn's way of writing them, and not again through the root logger."""
+    root = logging.getLogger("streamparse")
+    if not any(getattr(handler, "streamparse_serve", False) for handler in root.handlers):
+        handler = logging.StreamHandler()
+        handler.streamparse_serve = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        root.addHandler(handler)
+    for each in root.handlers:
+        if getattr(each, "streamparse_serve", False):
+            each.setLevel(level.upper())
+    root.setLevel(min(logging.INFO, logging.getLevelName(level.upper())))
+    root.propagate = False
 
 
 def request_id(sent: bytes | None) -> str:
