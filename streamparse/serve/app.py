@@ -24,7 +24,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -319,6 +319,8 @@ def create_app(config: ServerConfig) -> Starlette:
                 raise RequestError(400, str(error), param=error.param) from None
             except OverLimit as error:
                 raise RequestError(error.status, str(error), param=error.param) from None
+            except ClientDisconnect:  # the body ended before its Content-Length: nobody is left to answer
+                raise RequestError(400, "the connection closed before the request body ended") from None
             prepared = _prepare(config, body)
             if prepared.stream:
                 response = await open_upstream(prepared, record)
