@@ -379,9 +379,12 @@ def _cmd_replay(opts: argparse.Namespace, out: TextIO) -> int:
     try:
         model = f"replay-{get_format(opts.format).name}"
         path = Path(opts.output) if opts.output else bundled_output(opts.format)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
         output = path.read_text(encoding="utf-8")
     except (OSError, ValueError) as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(f"cannot read the output to replay, {path}: {error}") from None
     if opts.delay < 0:
         raise UsageError("--delay must be 0 or more seconds")
     print(f"streamparse replay: {path.name} ({len(output)} characters) for every prompt, as {model!r}, "

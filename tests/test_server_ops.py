@@ -416,3 +416,35 @@ def test_serve_in_front_of_the_replayer_answers_with_the_formats_real_output() -
         replay.wait(timeout=10)
         if replay.stderr:
             replay.stderr.close()
+
+
+@pytest.mark.parametrize("format_name", streamparse.formats())
+def test_the_replayer_sends_each_formats_bundled_output_piece_by_piece(format_name: str) -> None:
+    from starlette.testclient import TestClient
+
+    from streamparse.serve.replay import Replay, create_replay_app
+
+    output = bundled_output(format_name).read_text()
+    assert streamparse.parse(output, format_name).tool_calls  # a real output with calls in it
+    client = TestClient(create_replay_app(Replay(output, f"replay-{format_name}")))
+    answer = client.post("/v1/completions", json={"prompt": [1, 2, 3], "stream": True, "n": 2,
+                                                   "stream_options": {"include_usage": True}})
+    events = [json.loads(line[6:]) for line in answer.text.splitlines() if line.startswith("data: {")]
+    assert answer.text.endswith("data: [DONE]\n\n")
+    for index in (0, 1):
+        texts = [c["choices"][0]["text"] for c in events if c["choices"] and c["choices"][0]["index"] == index]
+        assert "".join(texts) == output and len(texts) > 10
+    assert events[-1]["usage"]["prompt_tokens"] == 3
+    whole = client.post("/v1/completions", json={"prompt": "any prompt at all"}).json()
+    assert whole["choices"][0]["text"] == output and whole["choices"][0]["finish_reason"] == "stop"
+    cut = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 3}).json()
+    assert output.startswith(cut["choices"][0]["text"]) and cut["choices"][0]["finish_reason"] == "length"
+    assert client.get("/v1/models").json()["data"][0]["id"] == f"replay-{format_name}"
+
+
+def test_replay_misuse_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    from streamparse.cli import main
+
+    assert main(["replay", "--format", "no_such_format"]) == 2
+    assert main(["replay", "--output", str(tmp_path / "missing.txt")]) == 2
+    assert main(["replay", "--delay", "-1"]) == 2
