@@ -5,9 +5,11 @@ log line, `/metrics` read by prometheus_client's own parser, and the SIGTERM dra
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 parser = pytest.importorskip("prometheus_client.parser")
 
+from conftest import ROOT  # noqa: E402
 from test_server import HERMES_TEMPLATE, HERMES_TOOLS, RECORDED_OUTPUT, TIMEOUT, Server  # noqa: E402
 from upstream import Script, Upstream  # noqa: E402
 
@@ -448,3 +451,24 @@ def test_replay_misuse_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert main(["replay", "--format", "no_such_format"]) == 2
     assert main(["replay", "--output", str(tmp_path / "missing.txt")]) == 2
     assert main(["replay", "--delay", "-1"]) == 2
+
+
+def test_with_several_workers_a_scrape_sums_every_workers_metrics() -> None:
+    from streamparse.serve.metrics import MULTIPROC_ENV, Metrics, shared_between_workers
+
+    worker = ("import sys\nfrom streamparse.serve.metrics import Metrics\n"
+              "metrics = Metrics('hermes')\nassert metrics.multiprocess\n"
+              "for _ in range(int(sys.argv[1])): metrics.requests.labels('/v1/chat/completions', '200').inc()\n"
+              "metrics.prompt_tokens.inc(11)\nmetrics.streams_open.inc()\n"
+              "if sys.argv[2] == 'ends': metrics.close()\n")
+    with shared_between_workers() as directory:
+        for count, ending in ((3, "ends"), (4, "stays")):  # the second exits without closing: as if killed
+            subprocess.run([sys.executable, "-c", worker, str(count), ending], check=True, cwd=ROOT)
+        scraped = Metrics("hermes", multiprocess_mode=True).exposition().decode()
+        assert Path(directory).is_dir()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in parser.text_string_to_metric_families(scraped) for s in family.samples}
+    assert samples[("streamparse_requests_total", (("path", "/v1/chat/completions"), ("status", "200")))] == 7
+    assert samples[("streamparse_prompt_tokens_total", ())] == 22
+    assert samples[("streamparse_streams_open", ())] == 1  # the worker that closed no longer counts
+    assert not Path(directory).exists() and MULTIPROC_ENV not in os.environ

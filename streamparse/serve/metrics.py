@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from prometheus_client import (
@@ -22,7 +26,7 @@ from prometheus_client import (
     multiprocess,
 )
 
-__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics"]
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "shared_between_workers"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -94,3 +98,21 @@ class _RejectedCounter(logging.Handler):
         if isinstance(record.msg, str) and record.msg.startswith(_REJECTED) and record.args:
             status = record.args[0] if isinstance(record.args, tuple) else "unknown"
             self.metrics.rejected_calls.labels(str(status), self.metrics.format).inc()
+
+
+@contextmanager
+def shared_between_workers() -> Iterator[str]:
+    """A directory of this run's own for the workers' metrics, in `PROMETHEUS_MULTIPROC_DIR` while the
+    block runs (worker processes started in it inherit it), removed afterwards. Start the workers
+    inside it: prometheus_client reads the variable when a process first imports it."""
+    previous = os.environ.get(MULTIPROC_ENV)
+    directory = tempfile.mkdtemp(prefix="streamparse-metrics-")
+    os.environ[MULTIPROC_ENV] = directory
+    try:
+        yield directory
+    finally:
+        if previous is None:
+            os.environ.pop(MULTIPROC_ENV, None)
+        else:
+            os.environ[MULTIPROC_ENV] = previous
+        shutil.rmtree(directory, ignore_errors=True)
