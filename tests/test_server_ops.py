@@ -180,6 +180,13 @@ def test_a_body_over_the_bound_is_a_413(bounded: Server) -> None:
     assert "--max-body-bytes" in refused.value.body["message"]
 
 
+def test_a_50_mb_body_is_a_413_at_the_default_bound(observed: tuple[Server, Path]) -> None:
+    server, _ = observed
+    with pytest.raises(openai.APIStatusError) as refused:
+        server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "x" * (50 << 20)}])
+    assert refused.value.status_code == 413 and "larger than 8388608 bytes" in refused.value.body["message"]
+
+
 def test_a_declared_length_over_the_bound_is_refused_before_the_body_is_sent(bounded: Server) -> None:
     head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: 10000000000\r\n\r\n")
