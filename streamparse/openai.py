@@ -25,7 +25,7 @@ __all__ = ["chat_chunks", "chat_completion", "chat_logprobs", "chat_message"]
 
 
 def _get(obj: Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):  # a dict first: the ABC check costs more than the get
         return obj.get(key)
     return getattr(obj, key, None)
 

