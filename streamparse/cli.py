@@ -290,6 +290,8 @@ def _secret(value: str | None, flag: str) -> str | None:
         return None
     if not value.strip():
         raise UsageError(f"{flag} is empty (or its environment variable is set to nothing): give the key, or unset it")
+    if not all("!" <= char <= "~" for char in value):
+        raise UsageError(f"{flag} must be printable ASCII without spaces (it goes into an HTTP header)")
     return value
 
 

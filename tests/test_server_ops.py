@@ -479,3 +479,9 @@ def test_with_several_workers_a_scrape_sums_every_workers_metrics() -> None:
     assert samples[("streamparse_prompt_tokens_total", ())] == 22
     assert samples[("streamparse_streams_open", ())] == 1  # the worker that closed no longer counts
     assert not Path(directory).exists() and MULTIPROC_ENV not in os.environ
+
+
+@pytest.mark.parametrize("key", ["two words", "line\r\nX-Injected: 1", "caf\u00e9"])
+def test_a_key_that_cannot_be_a_header_value_stops_serve_at_start(upstream: Upstream, key: str) -> None:
+    with pytest.raises(RuntimeError, match="printable ASCII"):
+        Server(upstream.url, HERMES_TEMPLATE, "--upstream-api-key", key)
