@@ -485,3 +485,33 @@ def test_with_several_workers_a_scrape_sums_every_workers_metrics() -> None:
 def test_a_key_that_cannot_be_a_header_value_stops_serve_at_start(upstream: Upstream, key: str) -> None:
     with pytest.raises(RuntimeError, match="printable ASCII"):
         Server(upstream.url, HERMES_TEMPLATE, "--upstream-api-key", key)
+
+
+def test_a_worker_forked_after_prometheus_client_was_imported_still_shares_its_metrics() -> None:
+    from prometheus_client import values
+
+    from streamparse.serve.metrics import Metrics, shared_between_workers
+
+    before = values.ValueClass  # this process imported prometheus_client long ago, in-memory values
+    try:
+        with shared_between_workers():
+            pids = []
+            for count in (2, 5):
+                pid = os.fork()
+                if pid == 0:  # a worker as `--workers` forks it: counts, closes, leaves
+                    status = 1
+                    try:
+                        metrics = Metrics("hermes")
+                        metrics.requests.labels("/health", "200").inc(count)
+                        metrics.close()
+                        status = 0
+                    finally:
+                        os._exit(status)
+                pids.append(pid)
+            assert all(os.waitpid(pid, 0)[1] == 0 for pid in pids)
+            scraped = Metrics("hermes").exposition().decode()
+    finally:
+        values.ValueClass = before
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in parser.text_string_to_metric_families(scraped) for s in family.samples}
+    assert samples[("streamparse_requests_total", (("path", "/health"), ("status", "200")))] == 7

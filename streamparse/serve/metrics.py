@@ -24,6 +24,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    values,
 )
 
 __all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "shared_between_workers"]
@@ -41,6 +42,10 @@ class Metrics:
 
     def __init__(self, format: str, multiprocess_mode: bool | None = None) -> None:
         self.multiprocess = bool(os.environ.get(MULTIPROC_ENV)) if multiprocess_mode is None else multiprocess_mode
+        if self.multiprocess and os.environ.get(MULTIPROC_ENV):
+            # prometheus_client picks file-backed values when it is imported; a worker forked from a parent
+            # that imported it before the directory was set picks them here instead.
+            values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
         # In multiprocess mode values live in files, not in a registry: a registry is made per scrape.
         self.registry = None if self.multiprocess else CollectorRegistry()
         where: dict[str, Any] = {"registry": self.registry}
