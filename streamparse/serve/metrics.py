@@ -107,17 +107,17 @@ class _RejectedCounter(logging.Handler):
 
 @contextmanager
 def shared_between_workers() -> Iterator[str]:
-    """A directory of this run's own for the workers' metrics, in `PROMETHEUS_MULTIPROC_DIR` while the
-    block runs (worker processes started in it inherit it), removed afterwards. Start the workers
-    inside it: prometheus_client reads the variable when a process first imports it."""
-    previous = os.environ.get(MULTIPROC_ENV)
+    """The directory of the workers' metrics while the block runs: `PROMETHEUS_MULTIPROC_DIR` when it is
+    set (kept), else one of this run's own, set in it (worker processes started in the block inherit
+    it) and removed afterwards."""
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        yield given
+        return
     directory = tempfile.mkdtemp(prefix="streamparse-metrics-")
     os.environ[MULTIPROC_ENV] = directory
     try:
         yield directory
     finally:
-        if previous is None:
-            os.environ.pop(MULTIPROC_ENV, None)
-        else:
-            os.environ[MULTIPROC_ENV] = previous
+        os.environ.pop(MULTIPROC_ENV, None)
         shutil.rmtree(directory, ignore_errors=True)
