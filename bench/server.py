@@ -5,9 +5,10 @@ output token by token as fast as it can) and `streamparse serve` in front of it,
 against the same upstream called directly:
 - latency to the first streamed token (median of sequential requests; proxy: the first chunk with
   reasoning or content, direct: the first completion chunk with text);
-- the proxy's added CPU per streamed upstream chunk (its process CPU time / chunks it read);
+- the proxy's added CPU per streamed upstream chunk (its processes' CPU time / chunks they read);
 - throughput with 64 concurrent streams (requests/s and upstream chunks/s, direct and through the proxy).
-Needs the server extra. Prints a table; `--json` prints the numbers.
+`--workers N` runs the proxy with N processes (default 1, the single process measured before
+`--workers` existed). Needs the server extra. Prints a table; `--json` prints the numbers.
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ TEMPLATE = ROOT / "fixtures" / "hermes" / "chat_template.jinja"
 
 
 def _cpu_seconds(pid: int) -> float:
+    """CPU time of `pid` and its worker processes (`--workers`), user and system."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return own + sum(_cpu_seconds(int(child)) for child in children)
 
 
 def _wait(url: str, process: subprocess.Popen[bytes]) -> None:
@@ -78,8 +82,8 @@ async def _proxied(client: httpx.AsyncClient, base: str) -> tuple[float, int]:
     return first, chunks
 
 
-async def _measure(direct_url: str, proxy_url: str, proxy_pid: int, sequential: int, concurrent: int
-                   ) -> dict[str, Any]:
+async def _measure(direct_url: str, proxy_url: str, proxy_pid: int, sequential: int, concurrent: int,
+                   workers: int) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrent)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         for _ in range(3):  # warm up both paths
@@ -100,6 +104,7 @@ async def _measure(direct_url: str, proxy_url: str, proxy_pid: int, sequential: 
     per_stream = len(tokens(bench_output())) + 1
     return {
         "output_chars": len(bench_output()),
+        "workers": workers,
         "upstream_chunks_per_stream": per_stream,
         "ttft_direct_ms": 1000 * statistics.median(direct_first),
         "ttft_proxy_ms": 1000 * statistics.median(proxy_first),
@@ -118,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.server", description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=30, help="sequential requests for latency and CPU")
     ap.add_argument("--concurrent", type=int, default=64, help="concurrent streams for throughput")
+    ap.add_argument("--workers", type=int, default=1, help="the proxy's --workers")
     ap.add_argument("--json", action="store_true")
     opts = ap.parse_args(argv)
     upstream_port, proxy_port = free_port(), free_port()
@@ -127,11 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         _wait(f"http://127.0.0.1:{upstream_port}/health", upstream)
         proxy = subprocess.Popen([sys.executable, "-m", "streamparse", "serve", "--upstream",
                                   f"http://127.0.0.1:{upstream_port}/v1", "--chat-template", str(TEMPLATE),
-                                  "--port", str(proxy_port), "--log-level", "warning", "--text-prompt"],
+                                  "--port", str(proxy_port), "--log-level", "warning", "--text-prompt",
+                                  "--workers", str(opts.workers)],
                                  cwd=ROOT, stderr=subprocess.DEVNULL)
         _wait(f"http://127.0.0.1:{proxy_port}/health", proxy)
         result = asyncio.run(_measure(f"http://127.0.0.1:{upstream_port}/v1", f"http://127.0.0.1:{proxy_port}/v1",
-                                      proxy.pid, opts.requests, opts.concurrent))
+                                      proxy.pid, opts.requests, opts.concurrent, opts.workers))
     finally:
         for process in (proxy, upstream):
             if process is not None:
@@ -140,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     if opts.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"streamparse serve vs the upstream called directly ({result['output_chars']} characters, "
-          f"{result['upstream_chunks_per_stream']} upstream chunks per stream)")
+    print(f"streamparse serve ({opts.workers} worker{'s' * (opts.workers > 1)}) vs the upstream called directly "
+          f"({result['output_chars']} characters, {result['upstream_chunks_per_stream']} upstream chunks per stream)")
     print(f"  time to first token: direct {result['ttft_direct_ms']:.2f} ms, proxy {result['ttft_proxy_ms']:.2f} ms, "
           f"added {result['ttft_added_ms']:.2f} ms (median of {opts.requests})")
     print(f"  proxy CPU per upstream chunk: {result['proxy_cpu_us_per_chunk']:.0f} µs")

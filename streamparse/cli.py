@@ -232,6 +232,12 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"serve needs the server extra (pip install 'streamparse[server]'): {error}") from None
     if opts.prompt is not None:
         raise UsageError("serve renders each request's prompt itself; --prompt does not apply")
+    from .serve.http import split_url
+
+    try:
+        split_url(opts.upstream)
+    except ValueError as error:
+        raise UsageError(f"--upstream: {error}") from None
     template = _load_template(opts)
     if opts.format is None:
         opts.format = detect_format(template.text)
@@ -280,8 +286,21 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
                           text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line,
                           upstream_token_ids=opts.upstream_token_ids, api_key=api_key,
                           upstream_api_key=upstream_api_key, limits=limits)
-    serve(config, opts.host, opts.port, opts.log_level, opts.shutdown_timeout)
-    return 0
+    return serve(config, opts.host, opts.port, opts.log_level, _serve_workers(opts.workers), opts.shutdown_timeout)
+
+
+def _serve_workers(asked: int | None) -> int:
+    """--workers, checked: default one per core (one where several cannot share a port)."""
+    from .serve.workers import default_workers, workers_supported
+
+    if asked is not None and asked < 1:
+        raise UsageError(f"--workers must be at least 1, not {asked}")
+    if not workers_supported():
+        if asked is not None and asked > 1:
+            raise UsageError("--workers above 1 needs Linux (fork and SO_REUSEPORT); run one process per port "
+                             "behind a load balancer instead")
+        return 1
+    return asked or default_workers()
 
 
 def _secret(value: str | None, flag: str) -> str | None:
@@ -448,6 +467,9 @@ def _add_serve(commands: Any) -> None:
     serve_cmd.add_argument("--shutdown-timeout", type=int, default=30, metavar="S",
                            help="on SIGTERM, stop accepting and let open answers finish for up to S seconds, then "
                                 "exit (default 30)")
+    serve_cmd.add_argument("--workers", type=int, metavar="N",
+                           help="processes answering on the one port (default: one per core; Linux); each "
+                                "request and its stream stay in one")
     serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                            help="info (default) logs one line per request: its id, status, duration and tokens")
     add_option_flags(serve_cmd)

@@ -46,8 +46,28 @@ class _Piece:
     logprobs: Any = None
 
 
+def _json_pieces(chunk: dict[str, Any]) -> tuple[list[_Piece], Any] | None:
+    """`_pieces` of a chunk as a JSON reader gives it (dicts, lists, strings), read without the duck
+    typing SDK objects need: the per-chunk cost of a server's stream. None for any other shape."""
+    choices = chunk.get("choices")
+    if type(choices) is not list:
+        return None
+    pieces = []
+    for position, choice in enumerate(choices):
+        if type(choice) is not dict:
+            return None
+        text, index, logprobs = choice.get("text"), choice.get("index", position), choice.get("logprobs")
+        if type(text) is not str or type(index) is not int or not (logprobs is None or type(logprobs) is dict):
+            return None
+        pieces.append(_Piece(index, text, choice.get("finish_reason"), logprobs))
+    usage = chunk.get("usage")
+    return (pieces, usage) if usage is None or type(usage) is dict else None
+
+
 def _pieces(chunk: Any) -> tuple[list[_Piece], Any]:
     """The per-choice pieces of one upstream chunk, and the `usage` it carries (or None)."""
+    if type(chunk) is dict and (read := _json_pieces(chunk)) is not None:
+        return read
     if isinstance(chunk, (str, bytes, bytearray)):
         return [_Piece(0, chunk if isinstance(chunk, str) else bytes(chunk))], None
     usage = _plain(_get(chunk, "usage"))

@@ -117,6 +117,12 @@ def test_serve_misuse_is_reported_before_it_listens(tmp_path: Path) -> None:
     (tmp_path / "t.jinja").write_text("{{ messages[0].content }}")
     done = run("serve", "--upstream", "http://127.0.0.1:9/v1", "--chat-template", str(tmp_path / "t.jinja"))
     assert done.returncode == 2 and "pass --format" in done.stderr
+    hermes = str(FIXTURES / "hermes" / "chat_template.jinja")
+    done = run("serve", "--upstream", "ftp://127.0.0.1:9/v1", "--chat-template", hermes, "--text-prompt")
+    assert done.returncode == 2 and "--upstream: the upstream URL must be http://" in done.stderr
+    done = run("serve", "--upstream", "http://127.0.0.1:9/v1", "--chat-template", hermes, "--text-prompt",
+               "--workers", "0")
+    assert done.returncode == 2 and "--workers must be at least 1" in done.stderr
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)

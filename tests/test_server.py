@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -35,7 +36,8 @@ TEMPLATES = CASES.parent
 def serve_argv(upstream_url: str, template: Path, port: int, *flags: str) -> list[str]:
     """The one place the serve command line of the end-to-end tests is built."""
     return [sys.executable, "-m", "streamparse", "serve", "--upstream", upstream_url, "--chat-template",
-            str(template), "--port", str(port), "--ids", "ordinal", "--log-level", "warning", *flags,
+            str(template), "--port", str(port), "--ids", "ordinal", "--log-level", "warning",
+            *(() if "--workers" in flags else ("--workers", "1")), *flags,
             *(() if ((template if template.is_dir() else template.parent) / "tokenizer.json").is_file()
               else ("--text-prompt",))]
 
@@ -413,14 +415,39 @@ def test_real_templates_end_to_end(servers: Any, upstream: Upstream, template: s
 # Load: 64 concurrent streams, each checked exactly
 # --------------------------------------------------------------------------------------------
 
-def test_64_concurrent_streams_are_kept_apart(servers: Any, upstream: Upstream) -> None:
+def connections_by_worker(server: Server) -> dict[int, int]:
+    """How many open client connections each worker process of `server` holds (Linux: its socket fds
+    matched against the established TCP connections on the server's port)."""
+    established = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == server.port and fields[3] == "01":
+                established.add(fields[9])
+    workers = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
+    counts = {}
+    for pid in map(int, workers):
+        inodes = {os.readlink(fd)[8:-1] for fd in Path(f"/proc/{pid}/fd").iterdir()
+                  if os.readlink(fd).startswith("socket:[")}
+        counts[pid] = len(inodes & established)
+    return counts
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_64_concurrent_streams_are_kept_apart(servers: Any, upstream: Upstream, workers: str) -> None:
+    """Each of 64 concurrent streams gets its own answer exactly; with two workers both take a share
+    of the connections (the kernel spreads them), and each stream stays whole in its worker."""
+    if workers != "1" and not sys.platform.startswith("linux"):
+        pytest.skip("--workers above 1 is Linux-only (SO_REUSEPORT)")
+    server = servers(HERMES_TEMPLATE, "--workers", workers)
     outputs = {}
     for i in range(64):
         call = json.dumps({"name": "get_weather", "arguments": {"location": f"City {i}"}})
         outputs[i] = (f"<think>\nStream {i} thinks {'x' * (i % 7)}.\n</think>\n\nAnswer {i}: " + "ok " * (10 + i % 13)
                       + f"\n<tool_call>\n{call}\n</tool_call>")
         upstream.script(f"load-{i}", Script([outputs[i]], delay=0.002))
-    client = servers().async_client()
+    client = server.async_client()
+    spread: dict[int, int] = {}
 
     async def one(i: int) -> dict[str, Any]:
         stream = await client.chat.completions.create(
@@ -432,13 +459,19 @@ def test_64_concurrent_streams_are_kept_apart(servers: Any, upstream: Upstream) 
 
     async def run() -> list[dict[str, Any]]:
         try:
-            return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(64))), timeout=120)
+            results = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(64))), timeout=120)
+            if workers != "1":
+                spread.update(connections_by_worker(server))  # the client's connections, still open
+            return results
         finally:
             await client.close()
 
     results = asyncio.run(run())
     for i, result in enumerate(results):
         assert result == expected(streamparse.parse(outputs[i], "hermes", HERMES_TOOLS, id_factory=ids)), i
+    if workers != "1":
+        assert len(spread) == int(workers) and all(spread.values()), spread
+        assert sum(spread.values()) >= 32, spread  # the SDK keeps most of its 64 connections open
 
 
 def test_agent_round_trip_and_capabilities_through_the_proxy(servers: Any, upstream: Upstream) -> None:

@@ -113,6 +113,24 @@ def test_chunks_are_written_as_json_dumps_writes_them(texts: list[str], logprobs
             chunk, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
+CALL = ["<think>\nhm\n</think>\n\nSure.\n<tool_call>\n", '{"name": "f", "arguments": {"a": "\\u00e9"}}',
+        "\n</tool_call>"]
+
+
+@pytest.mark.parametrize("emit", ["validated", "progressive"])
+def test_a_call_is_written_as_json_dumps_writes_it(emit: str) -> None:
+    maker = _ChunkMaker(Options("hermes", emit_calls=emit), "m", None, "reasoning_content")
+    chunks = list(maker.start(0))
+    for text in CALL:
+        chunks += maker.read({"choices": [{"index": 0, "text": text}]})
+    chunks += maker.end()
+    assert any("tool_calls" in chunk["choices"][0]["delta"] for chunk in chunks if chunk["choices"])
+    writer = ChunkWriter(chunks[0]["id"], chunks[0]["created"], chunks[0]["model"])
+    for chunk in chunks:
+        assert writer.write(chunk) == b"data: " + json.dumps(
+            chunk, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+
+
 def test_a_chunk_of_another_answer_is_written_whole() -> None:
     chunk = answer_chunks(["hi"], False)[1]
     writer = ChunkWriter("chatcmpl-other", chunk["created"], chunk["model"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -35,12 +36,13 @@ from .access import RequireApiKey
 from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
 from .http import HttpClient, HttpError, HttpResponse
 from .limits import Limits, OverLimit, check_messages, read_body
-from .metrics import CONTENT_TYPE, Metrics
+from .metrics import CONTENT_TYPE, Metrics, shared_between_workers
 from .requests import RequestLog, RequestRecord, configure_logging
 from .sse import ChunkWriter, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
 from .upstream import UpstreamEvents, UpstreamStreamError, error_message
+from .workers import run_workers
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -397,19 +399,35 @@ def _parser_options(options: Options) -> dict[str, Any]:
 
 
 def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
-          shutdown_timeout: int = 30) -> None:
-    """Run the app with uvicorn until interrupted. On SIGTERM (or Ctrl-C) it stops accepting, lets open
-    answers finish for up to `shutdown_timeout` seconds, cancels what is left, and returns."""
+          workers: int = 1, shutdown_timeout: int = 30) -> int:
+    """Run the app with uvicorn until interrupted, in `workers` processes on one port (`serve.workers`);
+    the exit status. On SIGTERM (or Ctrl-C) each stops accepting, lets its open answers finish for up
+    to `shutdown_timeout` seconds, cancels what is left, and ends; several workers share their metrics
+    (`metrics.shared_between_workers`)."""
     import signal
 
     import uvicorn
 
     configure_logging(log_level)
-    # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
-    # it, that second one is ignored, so a drained server exits 0 as a supervisor expects.
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    try:
-        uvicorn.run(create_app(config), host=host, port=port, log_level=log_level, access_log=False,
-                    timeout_graceful_shutdown=shutdown_timeout)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+    def settings(app: Starlette) -> uvicorn.Config:
+        return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                              timeout_graceful_shutdown=shutdown_timeout)
+
+    if workers == 1:
+        # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
+        # it, that second one is ignored, so a drained server exits 0 as a supervisor expects.
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        try:
+            uvicorn.Server(settings(create_app(config))).run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        return 0
+
+    def serve_on(sock: socket.socket) -> bool:
+        server = uvicorn.Server(settings(create_app(config)))
+        server.run(sockets=[sock])
+        return server.started
+
+    with shared_between_workers():
+        return run_workers(serve_on, host, port, workers)

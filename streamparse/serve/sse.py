@@ -43,16 +43,19 @@ class ChunkWriter:
         if (type(index) is not int or type(delta) is not dict or "finish_reason" not in choice
                 or len(choice) != 3 + ("logprobs" in choice)):
             return sse(chunk)
+        text = self._head + str(index) + ',"delta":' + _delta_json(delta) + ',"finish_reason":'
         reason = choice["finish_reason"]
-        text = self._head + str(index) + ',"delta":{'
-        for key, value in delta.items():
-            if type(value) is not str:
-                text = self._head + str(index) + ',"delta":' + _ENCODER.encode(delta)
-                break
-            text += _escape(key) + ":" + _escape(value) + ","
-        else:
-            text = (text[:-1] if delta else text) + "}"
-        text += ',"finish_reason":' + ("null" if reason is None else _ENCODER.encode(reason))
+        text += "null" if reason is None else _ENCODER.encode(reason)
         if "logprobs" in choice:
             text += ',"logprobs":' + _ENCODER.encode(choice["logprobs"])
         return (text + "}]}\n\n").encode()
+
+
+def _delta_json(delta: dict[str, Any]) -> str:
+    """A delta's JSON: of strings only (content, reasoning, the role) by escaping them; else `json.dumps`."""
+    parts = []
+    for key, value in delta.items():
+        if type(value) is not str:
+            return _ENCODER.encode(delta)
+        parts.append(_escape(key) + ":" + _escape(value))
+    return "{" + ",".join(parts) + "}"
