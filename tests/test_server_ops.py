@@ -515,3 +515,57 @@ def test_a_worker_forked_after_prometheus_client_was_imported_still_shares_its_m
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in parser.text_string_to_metric_families(scraped) for s in family.samples}
     assert samples[("streamparse_requests_total", (("path", "/health"), ("status", "200")))] == 7
+
+
+def _workers_of(server: Server) -> list[int]:
+    pid = server.process.pid
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _metrics_directory(worker: int) -> Path:
+    """The run's metrics directory, found by the files the worker keeps there (a variable the process
+    set itself is not in /proc/PID/environ)."""
+    import tempfile
+
+    found = list(Path(tempfile.gettempdir()).glob(f"streamparse-metrics-*/counter_{worker}.db"))
+    assert len(found) == 1, found
+    return found[0].parent
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="--workers above 1 is Linux-only")
+def test_two_workers_share_metrics_and_both_drain_on_sigterm(upstream: Upstream) -> None:
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    key = upstream.script("two-workers", Script([ANSWER + "fine"]))
+    server = Server(upstream.url, HERMES_TEMPLATE, "--workers", "2")
+    try:
+        workers = _workers_of(server)
+        directory = _metrics_directory(workers[0])
+        assert len(workers) == 2 and _metrics_directory(workers[1]) == directory
+        for _ in range(20):  # each on a new connection: the kernel spreads them over the two workers
+            assert httpx.post(server.url + "/chat/completions", json=_chat(key), timeout=TIMEOUT).status_code == 200
+        ok = ("streamparse_requests_total", (("path", "/v1/chat/completions"), ("status", "200")))
+        for _ in range(6):  # whichever worker answers the scrape, it tells the sum
+            assert _metrics(server)[ok] == 20
+        per_worker = {}
+        for worker in workers:
+            merged = MultiProcessCollector.merge([str(directory / f"counter_{worker}.db")], accumulate=True)
+            per_worker[worker] = sum(sample.value for family in merged for sample in family.samples
+                                     if sample.name == ok[0] and sample.labels.get("path") == ok[1][0][1])
+        assert sorted(per_worker.values())[0] > 0 and sum(per_worker.values()) == 20, per_worker
+
+        slow = upstream.script("two-workers-drain", Script([ANSWER + "word " * 60], delay=0.03))
+        text = ""
+        with httpx.stream("POST", server.url + "/chat/completions", json=_chat(slow, stream=True),
+                          timeout=TIMEOUT) as answer:
+            lines = answer.iter_lines()
+            next(lines)
+            server.process.send_signal(signal.SIGTERM)
+            for line in lines:
+                if line.startswith("data: {") and json.loads(line[6:])["choices"]:
+                    text += json.loads(line[6:])["choices"][0]["delta"].get("content", "")
+        assert text == streamparse.parse(ANSWER + "word " * 60, "hermes").content
+        assert server.process.wait(timeout=15) == 0
+        assert not directory.exists()  # the run's metrics directory goes with it
+    finally:
+        server.stop()
