@@ -569,3 +569,14 @@ def test_two_workers_share_metrics_and_both_drain_on_sigterm(upstream: Upstream)
         assert not directory.exists()  # the run's metrics directory goes with it
     finally:
         server.stop()
+
+
+def test_rejected_calls_are_counted_with_the_log_at_warning(bounded: Server, upstream: Upstream) -> None:
+    output = ANSWER + '<tool_call>\n{"name": "get_weather"}\n</tool_call>'
+    status = streamparse.parse(output, "hermes", HERMES_TOOLS).rejected[0].status
+    key = upstream.script("quiet-reject", Script([output]))
+    before = _metrics(bounded)  # this server runs with --log-level warning (serve_argv's)
+    answer = bounded.client().chat.completions.create(model="m", messages=[{"role": "user", "content": f"{key} x"}],
+                                                      tools=HERMES_TOOLS)
+    assert answer.choices[0].message.tool_calls is None
+    assert _moved(before, _metrics(bounded), "streamparse_rejected_calls_total", status=status, format="hermes") == 1
