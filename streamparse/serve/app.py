@@ -418,11 +418,12 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_l
         # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
         # it, that second one is ignored, so a drained server exits 0 as a supervisor expects.
         previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        server = uvicorn.Server(settings(create_app(config)))
         try:
-            uvicorn.Server(settings(create_app(config))).run()
+            server.run()
         finally:
             signal.signal(signal.SIGTERM, previous)
-        return 0
+        return 0 if server.started else 3  # as uvicorn.run: it never got to serve
 
     def serve_on(sock: socket.socket) -> bool:
         server = uvicorn.Server(settings(create_app(config)))
