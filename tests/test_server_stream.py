@@ -16,7 +16,7 @@ from streamparse.openai import _ChunkMaker
 from streamparse.options import Options
 from streamparse.serve.http import HttpError, _Chunked
 from streamparse.serve.sse import ChunkWriter
-from streamparse.serve.upstream import UpstreamEvents, UpstreamStreamError
+from streamparse.serve.upstream import UpstreamEvents, UpstreamStreamError, joined
 
 STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams"
 VLLM = [json.loads(line) for line in (STREAMS / "vllm_v1_completions.jsonl").read_text().splitlines()]
@@ -68,6 +68,41 @@ def test_upstream_events_are_the_same_however_the_reads_fall(reads: st.DataObjec
     assert got == VLLM
     assert events.done
     events.end()
+
+
+def folded(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a client assembles from answer chunks: content, reasoning, calls, finish reasons."""
+    out: dict[str, Any] = {"content": "", "reasoning": "", "calls": [], "finish": []}
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            delta = choice["delta"]
+            out["content"] += delta.get("content") or ""
+            out["reasoning"] += delta.get("reasoning_content") or ""
+            out["calls"] += delta.get("tool_calls") or []
+            out["finish"] += [choice["finish_reason"]] if choice["finish_reason"] else []
+    return out
+
+
+@given(reads=st.data())
+def test_joining_what_one_read_brought_answers_the_same(reads: st.DataObject) -> None:
+    """Text-only chunks of one read become one (fewer parser feeds, fewer events); the client
+    assembles the same answer, and a finish reason or usage is never folded into text."""
+    answers = []
+    for join in (False, True):
+        events = UpstreamEvents(1, 1 << 20)
+        maker = _ChunkMaker(Options("hermes", id_factory=lambda ordinal: f"call_{ordinal}"), "m", "x", "both")
+        chunks = list(maker.start(0))
+        for piece in cut(SSE, reads) if join else [SSE]:
+            read = events.feed(piece)
+            for chunk in joined(read) if join else read:
+                chunks += maker.read(chunk)
+        answers.append(folded(chunks + list(maker.end())))
+    assert answers[0] == answers[1]
+    assert answers[0]["finish"] == ["tool_calls"] or answers[0]["finish"] == ["stop"]
+    whole = UpstreamEvents(1, 1 << 20).feed(SSE)
+    assert len(joined(whole)) < len(whole)
+    assert [chunk for chunk in joined(whole) if chunk.get("usage") or chunk["choices"][0].get("finish_reason")] == [
+        chunk for chunk in whole if chunk.get("usage") or chunk["choices"][0].get("finish_reason")]
 
 
 def test_chunks_before_a_bad_event_are_given_then_the_error() -> None:

@@ -41,7 +41,7 @@ from .requests import RequestLog, RequestRecord, configure_logging
 from .sse import ChunkWriter, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
-from .upstream import UpstreamEvents, UpstreamStreamError, error_message
+from .upstream import UpstreamEvents, UpstreamStreamError, error_message, joined
 from .workers import run_workers
 
 __all__ = ["ServerConfig", "create_app", "serve"]
@@ -291,7 +291,7 @@ def create_app(config: ServerConfig) -> Starlette:
             yield b"".join(out)  # the role delta, before the upstream's first byte
             out.clear()
             async for data in response.pieces():
-                for chunk in events.feed(data):
+                for chunk in joined(events.feed(data)):
                     try:
                         answer(maker.read(tokens(prepared, chunk)))
                     except MissingTokenIds as error:

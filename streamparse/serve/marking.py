@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .template import TemplateRenderError
+from .errors import TemplateRenderError
 
 __all__ = ["ControlTokenError", "PromptPart", "render_parts"]
 

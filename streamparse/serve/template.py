@@ -31,6 +31,8 @@ import jinja2.parser
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .errors import CapabilityError, TemplateRenderError
+
 if TYPE_CHECKING:
     from .marking import PromptPart
     from .tokens import PromptTokenizer
@@ -40,18 +42,6 @@ __all__ = ["Capabilities", "CapabilityError", "ChatTemplate", "TemplateRenderErr
 # The tokenizer attributes HF passes to every template render.
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 
-
-class TemplateRenderError(ValueError):
-    """The template refused the request (its `raise_exception`) or failed on it: the client's input is at fault."""
-
-
-class CapabilityError(TemplateRenderError):
-    """The request uses something the template cannot render (`capability` names it, as in `Capabilities`);
-    rendering without it would silently drop part of the request."""
-
-    def __init__(self, capability: str, message: str) -> None:
-        super().__init__(message)
-        self.capability = capability
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,

@@ -11,7 +11,7 @@ from typing import Any
 
 from .checks import InvalidUpstream, parse_chunk, parse_upstream
 
-__all__ = ["UpstreamEvents", "UpstreamStreamError", "error_message"]
+__all__ = ["UpstreamEvents", "UpstreamStreamError", "error_message", "joined"]
 
 
 class UpstreamStreamError(Exception):
@@ -89,3 +89,33 @@ class UpstreamEvents:
         self.check()
         if not self.done:
             raise UpstreamStreamError("the upstream stream ended without [DONE]")
+
+
+def joined(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`chunks` with each run of consecutive chunks that only bring text to one choice (no finish
+    reason, logprobs, token ids or usage) as one chunk of their joined text. What arrived in one read
+    is then parsed in one feed and answered in one event: the parser's result does not depend on how
+    its text is cut, and nothing waits for more than the read brought."""
+    out: list[dict[str, Any]] = []
+    texts: list[str] = []
+    index = None
+
+    def flush() -> None:
+        if texts:
+            out.append({"choices": [{"index": index, "text": "".join(texts)}]})
+            texts.clear()
+
+    for chunk in chunks:
+        choices = chunk["choices"]
+        choice = choices[0] if len(choices) == 1 and chunk.get("usage") is None else None
+        if (choice is not None and choice.get("finish_reason") is None and choice.get("logprobs") is None
+                and "token_ids" not in choice):
+            if choice.get("index", 0) != index:
+                flush()
+                index = choice.get("index", 0)
+            texts.append(choice["text"])
+            continue
+        flush()
+        out.append(chunk)
+    flush()
+    return out
