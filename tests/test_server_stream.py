@@ -4,6 +4,7 @@ upstream's events read however its reads fall, and answer chunks written byte fo
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from streamparse.openai import _ChunkMaker
 from streamparse.options import Options
-from streamparse.serve.http import HttpError, _Chunked
+from streamparse.serve.http import HttpClient, HttpError, _Chunked
 from streamparse.serve.sse import ChunkWriter
 from streamparse.serve.upstream import UpstreamEvents, UpstreamStreamError, joined
 
@@ -170,3 +171,102 @@ def test_a_chunk_of_another_answer_is_written_whole() -> None:
     chunk = answer_chunks(["hi"], False)[1]
     writer = ChunkWriter("chatcmpl-other", chunk["created"], chunk["model"])
     assert json.loads(writer.write(chunk)[6:]) == chunk
+
+
+# -- the upstream client against a real socket ---------------------------------------------------------------
+
+async def _answering(answers: list[bytes], close_after: bool) -> tuple[asyncio.Server, list[bytes]]:
+    """A TCP server on 127.0.0.1 giving `answers` in turn, one per request read (its head and body);
+    with `close_after` it drops each connection after answering, as a keep-alive that expired; an
+    empty answer closes the connection without one. The
+    list it returns gets each request, and `b"connection"` for each connection opened."""
+    requests: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        requests.append(b"connection")
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                requests.append(head + await reader.readexactly(length))
+                answer = answers[min(len(requests) - requests.count(b"connection"), len(answers)) - 1]
+                if not answer:  # read the request, answer nothing, close: a kept connection gone stale
+                    break
+                writer.write(answer)
+                await writer.drain()
+                if close_after:
+                    break
+        except asyncio.IncompleteReadError:
+            pass
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0), requests
+
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+SIZED = b"HTTP/1.1 404 Not Found\r\nContent-Length: 7\r\n\r\nmissing"
+
+
+@pytest.mark.parametrize("close_after", [False, True])
+def test_the_client_keeps_connections_and_replaces_one_the_upstream_closed(close_after: bool) -> None:
+    async def run() -> tuple[list[tuple[int, bytes]], list[bytes]]:
+        server, requests = await _answering([CHUNKED, SIZED, CHUNKED], close_after)
+        port = server.sockets[0].getsockname()[1]
+        client = HttpClient(f"http://127.0.0.1:{port}/v1", timeout=5, headers={"Authorization": "Bearer k"})
+        got = []
+        for _ in range(3):
+            response = await client.post("completions", b'{"a": 1}')
+            got.append((response.status_code, await response.read()))
+            await response.aclose()
+            await asyncio.sleep(0.05)  # a closed connection's end reaches the client before the next request
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+        return got, requests
+
+    got, requests = asyncio.run(run())
+    assert got == [(200, b"hello world"), (404, b"missing"), (200, b"hello world")]
+    posts = [request for request in requests if request != b"connection"]
+    assert len(posts) == 3 and all(
+        request.startswith(b"POST /v1/completions HTTP/1.1\r\n") and b"Authorization: Bearer k\r\n" in request
+        and request.endswith(b'\r\n\r\n{"a": 1}') for request in posts)
+    assert requests.count(b"connection") == (3 if close_after else 1)  # kept, or replaced when dropped
+
+
+def test_a_request_on_a_kept_connection_that_gets_no_answer_is_sent_again_on_a_new_one() -> None:
+    async def run() -> tuple[list[tuple[int, bytes]], list[bytes]]:
+        server, requests = await _answering([CHUNKED, b"", SIZED], close_after=False)
+        client = HttpClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", timeout=5)
+        got = []
+        for _ in range(2):
+            response = await client.post("completions", b"{}")
+            got.append((response.status_code, await response.read()))
+            await response.aclose()
+        await client.aclose()
+        server.close()
+        return got, requests
+
+    got, requests = asyncio.run(run())
+    assert got == [(200, b"hello world"), (404, b"missing")]
+    assert requests.count(b"connection") == 2 and len(requests) == 5  # 3 requests: the second sent twice
+
+
+def test_an_upstream_that_closes_mid_answer_or_goes_silent_is_an_http_error() -> None:
+    async def run(answer: bytes, timeout: float) -> str:
+        server, _ = await _answering([answer], close_after=answer.endswith(b"hel"))
+        port = server.sockets[0].getsockname()[1]
+        client = HttpClient(f"http://127.0.0.1:{port}", timeout=timeout)
+        try:
+            response = await client.post("/completions", b"{}")
+            await response.read()
+        except HttpError as error:
+            return error.kind
+        finally:
+            await client.aclose()
+            server.close()
+        return "no error"
+
+    assert asyncio.run(run(CHUNKED[:CHUNKED.index(b"lo")], 5)) == "RemoteProtocolError"
+    assert asyncio.run(run(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhel", 0.3)) in ("RemoteProtocolError",
+                                                                                       "ReadTimeout")
+    assert asyncio.run(run(CHUNKED[:40], 0.3)) == "ReadTimeout"

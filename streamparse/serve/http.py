@@ -190,7 +190,9 @@ class HttpClient:
         self._idle: list[_Connection] = []
 
     async def post(self, path: str, body: bytes) -> HttpResponse:
-        """POST `body` (JSON) to `path` (below the base URL's path) and read the answer's head."""
+        """POST `body` (JSON) to `path` (below the base URL's path) and read the answer's head. A kept
+        connection that ends before any byte of an answer (the upstream closed it while idle) is
+        dropped and the request sent on the next, as HTTP clients do for kept connections."""
         target = self.path.rstrip("/") + "/" + path.lstrip("/")
         request = (f"POST {target} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n").encode() + body
         while self._idle:  # a kept connection the upstream closed meanwhile fails before any answer: next one
