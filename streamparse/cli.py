@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from .cli_flags import UsageError, add_option_flags, options_from_flags
 from .detect import detect_format
 from .engine import StreamParser
 from .registry import formats, get_format
+from .serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_MESSAGES, Limits
 from .types import ReasoningField
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -199,6 +201,16 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
               "or --special-token NAME=TEXT", file=sys.stderr, flush=True)
     if opts.max_upstream_line < 1024:
         raise UsageError("--max-upstream-line must be at least 1024 bytes")
+    try:
+        limits = Limits(opts.max_body_bytes, opts.max_messages)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if opts.shutdown_timeout < 0:
+        raise UsageError("--shutdown-timeout must be 0 or more seconds")
+    api_key, upstream_api_key = _secret(opts.api_key, "--api-key"), _secret(opts.upstream_api_key, "--upstream-api-key")
+    print("streamparse serve: " + ("clients must send 'Authorization: Bearer' with the API key" if api_key else
+                                   "no API key: anyone who reaches the port can use the upstream (--api-key)"),
+          file=sys.stderr, flush=True)
     if template.tokenizer_file is None and not opts.text_prompt:
         raise UsageError(f"no tokenizer.json beside --chat-template {opts.chat_template}: the proxy sends prompts "
                          "as token ids so that request text can never become a control token; give the model "
@@ -214,8 +226,9 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
               file=sys.stderr)
     config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
                           text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line,
-                          upstream_token_ids=opts.upstream_token_ids)
-    return serve(config, opts.host, opts.port, opts.log_level, _serve_workers(opts.workers))
+                          upstream_token_ids=opts.upstream_token_ids, api_key=api_key,
+                          upstream_api_key=upstream_api_key, limits=limits)
+    return serve(config, opts.host, opts.port, opts.log_level, _serve_workers(opts.workers), opts.shutdown_timeout)
 
 
 def _serve_workers(asked: int | None) -> int:
@@ -230,6 +243,17 @@ def _serve_workers(asked: int | None) -> int:
                              "behind a load balancer instead")
         return 1
     return asked or default_workers()
+
+
+def _secret(value: str | None, flag: str) -> str | None:
+    """A key from its flag (already defaulted from its environment variable); an empty one is a mistake."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise UsageError(f"{flag} is empty (or its environment variable is set to nothing): give the key, or unset it")
+    if not all("!" <= char <= "~" for char in value):
+        raise UsageError(f"{flag} must be printable ASCII without spaces (it goes into an HTTP header)")
+    return value
 
 
 def _load_template(opts: argparse.Namespace) -> Any:
@@ -307,6 +331,44 @@ def _add_render(commands: Any) -> None:
     # --parts (which spans came from the request) belongs with ChatTemplate.render_parts (input marking).
 
 
+def _cmd_replay(opts: argparse.Namespace, out: TextIO) -> int:
+    """Run the replaying upstream (the `server` extra) until interrupted."""
+    try:
+        import uvicorn
+
+        from .serve.replay import Replay, bundled_output, create_replay_app
+    except ImportError as error:
+        raise UsageError(f"replay needs the server extra (pip install 'streamparse[server]'): {error}") from None
+    try:
+        model = f"replay-{get_format(opts.format).name}"
+        path = Path(opts.output) if opts.output else bundled_output(opts.format)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
+        output = path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot read the output to replay, {path}: {error}") from None
+    if opts.delay < 0:
+        raise UsageError("--delay must be 0 or more seconds")
+    print(f"streamparse replay: {path.name} ({len(output)} characters) for every prompt, as {model!r}, "
+          f"on http://{opts.host}:{opts.port}/v1", file=sys.stderr, flush=True)
+    uvicorn.run(create_replay_app(Replay(output, model, opts.delay)), host=opts.host, port=opts.port,
+                log_level=opts.log_level)
+    return 0
+
+
+def _add_replay(commands: Any) -> None:
+    replay = commands.add_parser("replay", help="a stand-in upstream: answers /v1/completions with a real output "
+                                                "of a format, token by token, whatever the prompt (to try serve "
+                                                "without an inference engine; needs the server extra)")
+    replay.add_argument("--format", "-f", default="hermes", help="whose bundled output to send (default hermes)")
+    replay.add_argument("--output", help="send the text of this file instead of the bundled output")
+    replay.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    replay.add_argument("--port", type=int, default=8001, help="port to listen on (default 8001)")
+    replay.add_argument("--delay", type=float, default=0.01, help="seconds between pieces (default 0.01)")
+    replay.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+
+
 def _add_serve(commands: Any) -> None:
     serve_cmd = commands.add_parser("serve", help="an OpenAI-compatible /v1/chat/completions in front of a raw "
                                                   "/v1/completions server (needs the server extra)")
@@ -332,10 +394,26 @@ def _add_serve(commands: Any) -> None:
                            help="ask the upstream for generated token ids (return_token_ids, vLLM >= 0.10.2) and "
                                 "take calls only from real special tokens; auto (default): an answer without ids "
                                 "is read as text; on: it is an error; off: never ask")
+    serve_cmd.add_argument("--api-key", default=os.environ.get("STREAMPARSE_API_KEY"), metavar="KEY",
+                           help="clients must send 'Authorization: Bearer KEY' (401 otherwise; /health and /metrics "
+                                "stay open); default: the STREAMPARSE_API_KEY environment variable, which keeps the "
+                                "key out of the process list")
+    serve_cmd.add_argument("--upstream-api-key", default=os.environ.get("STREAMPARSE_UPSTREAM_API_KEY"),
+                           metavar="KEY", help="sent upstream as 'Authorization: Bearer KEY' (vLLM --api-key); "
+                                               "default: the STREAMPARSE_UPSTREAM_API_KEY environment variable")
+    serve_cmd.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, metavar="BYTES",
+                           help="the largest request body, counted as it arrives; larger is a 413 (default 8388608, "
+                                "8 MiB)")
+    serve_cmd.add_argument("--max-messages", type=int, default=DEFAULT_MAX_MESSAGES, metavar="N",
+                           help=f"the most messages in one request; more is a 400 (default {DEFAULT_MAX_MESSAGES})")
+    serve_cmd.add_argument("--shutdown-timeout", type=int, default=30, metavar="S",
+                           help="on SIGTERM, stop accepting and let open answers finish for up to S seconds, then "
+                                "exit (default 30)")
     serve_cmd.add_argument("--workers", type=int, metavar="N",
                            help="processes answering on the one port (default: one per core; Linux); each "
                                 "request and its stream stay in one")
-    serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    serve_cmd.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                           help="info (default) logs one line per request: its id, status, duration and tokens")
     add_option_flags(serve_cmd)
     # The format comes from the template unless given; on_rejected depends on --emit (see _cmd_serve).
     serve_cmd.set_defaults(format=None, on_rejected=None)
@@ -368,6 +446,7 @@ def build_argparser() -> argparse.ArgumentParser:
     demo.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
     common(demo)
     _add_serve(commands)
+    _add_replay(commands)
     _add_render(commands)
     return top
 
@@ -375,7 +454,7 @@ def build_argparser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     opts = build_argparser().parse_args(argv)
     handlers = {"parse": _cmd_parse, "stream": _cmd_stream, "formats": _cmd_formats, "demo": _cmd_demo,
-                "detect": _cmd_detect, "serve": _cmd_serve, "render": _cmd_render}
+                "detect": _cmd_detect, "serve": _cmd_serve, "replay": _cmd_replay, "render": _cmd_render}
     try:
         return handlers[opts.command](opts, sys.stdout)
     except UsageError as error:

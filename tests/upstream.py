@@ -67,6 +67,7 @@ class Upstream:
         self.scripts: dict[str, Script] = {}
         self.requests: dict[str, list[dict[str, Any]]] = {}
         self.cancelled: set[str] = set()
+        self.authorization: dict[str, str | None] = {}  # the Authorization header of each key's last request
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._server: uvicorn.Server | None = None
@@ -91,6 +92,7 @@ class Upstream:
             found = _KEY.search(str(prompt))
             key = found.group(1) if found else ""
             self.requests.setdefault(key, []).append(body)
+            self.authorization[key] = request.headers.get("authorization")
             script = self.scripts.get(key)
             if script is None:
                 return JSONResponse({"object": "error", "message": f"no script for key {key!r}", "type": "BadRequest",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -24,7 +23,8 @@ from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -32,8 +32,12 @@ from ..openai import _ChunkMaker, chat_completion
 from ..options import OPTION_NAMES, Options
 from ..registry import get_format
 from ..types import ReasoningField
+from .access import RequireApiKey
 from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
 from .http import HttpClient, HttpError, HttpResponse
+from .limits import Limits, OverLimit, check_messages, read_body
+from .metrics import CONTENT_TYPE, Metrics, shared_between_workers
+from .requests import RequestLog, RequestRecord, configure_logging
 from .sse import ChunkWriter, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
@@ -65,6 +69,9 @@ class ServerConfig:
     # Ask for generated token ids and read choices that carry them token-aware: "auto" reads a choice
     # without ids as text, "on" makes a choice without ids an upstream error, "off" never asks.
     upstream_token_ids: Literal["auto", "on", "off"] = "auto"
+    api_key: str | None = None          # clients send `Authorization: Bearer KEY`; None: open to all
+    upstream_api_key: str | None = None  # sent upstream as `Authorization: Bearer KEY`
+    limits: Limits = field(default_factory=Limits)  # request body bytes, number of messages
 
 
 class RequestError(Exception):
@@ -208,8 +215,9 @@ def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: 
         raise RequestError(400, f"the prompt cannot be tokenized safely: {error}") from None
 
 
-def _request_id() -> str:
-    return "req-" + secrets.token_hex(8)
+def _holds_output(delta: Mapping[str, Any]) -> bool:
+    """Whether an answer delta carries generated text or a call (not the role delta, not a finish)."""
+    return bool(delta) and "role" not in delta
 
 
 def _unexpected(request_id: str, error: BaseException) -> dict[str, Any]:
@@ -220,15 +228,20 @@ def _unexpected(request_id: str, error: BaseException) -> dict[str, Any]:
 
 
 def create_app(config: ServerConfig) -> Starlette:
-    """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`."""
+    """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models` (with `config.api_key`, both need it),
+    `GET /health`, `GET /metrics`; every request gets an id, a log line and its metrics (`RequestLog`)."""
     completions_url = config.upstream.rstrip("/") + "/completions"
-    client = HttpClient(config.upstream, config.upstream_timeout, connect_timeout=10.0)
+    headers = {"Authorization": f"Bearer {config.upstream_api_key}"} if config.upstream_api_key else None
+    client = HttpClient(config.upstream, config.upstream_timeout, connect_timeout=10.0, headers=headers)
+    metrics = Metrics(config.options.format)
+    metrics.count_rejected_calls(logger)
 
-    async def open_upstream(prepared: _Prepared) -> HttpResponse:
+    async def open_upstream(prepared: _Prepared, record: RequestRecord) -> HttpResponse:
         request = json.dumps(prepared.upstream_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
             response = await client.post("completions", request.encode())
         except HttpError as error:
+            record.upstream_error = "unreachable"
             raise RequestError(502, f"cannot reach the upstream at {completions_url}: {error}",
                                "upstream_error") from None
         if not 200 <= response.status_code < 300:
@@ -239,6 +252,7 @@ def create_app(config: ServerConfig) -> Starlette:
             finally:
                 await response.aclose()
             message, body = error_message(response.status_code, raw)
+            record.upstream_error = "status"
             if 400 <= response.status_code < 500:  # the upstream refused the request: its status and words
                 raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body)
             raise RequestError(502, f"the upstream answered HTTP {response.status_code}: {message}",
@@ -254,7 +268,8 @@ def create_app(config: ServerConfig) -> Starlette:
         notice.check(chunk)
         return _with_tokens(chunk, prepared.tokenizer, required)
 
-    async def stream_answer(prepared: _Prepared, response: HttpResponse, request_id: str) -> AsyncIterator[bytes]:
+    async def stream_answer(prepared: _Prepared, response: HttpResponse,
+                            record: RequestRecord) -> AsyncIterator[bytes]:
         """The answer's events as the upstream's arrive: what one upstream read completes is parsed and
         sent in one write, at once (nothing waits for more)."""
         maker = _ChunkMaker(prepared.options, prepared.model, None, config.reasoning_field, text_fallback=not required)
@@ -264,6 +279,11 @@ def create_app(config: ServerConfig) -> Starlette:
 
         def answer(chunks: Any) -> None:
             for chunk in chunks:
+                if chunk["choices"]:
+                    if record.first_token is None and _holds_output(chunk["choices"][0]["delta"]):
+                        record.mark_first_token()
+                elif chunk.get("usage") is not None:
+                    record.add_usage(chunk["usage"])
                 if chunk["choices"] or prepared.include_usage:
                     out.append(writer.write(chunk))
 
@@ -286,43 +306,56 @@ def create_app(config: ServerConfig) -> Starlette:
             events.end()
             answer(maker.end())
         except UpstreamStreamError as error:
+            record.upstream_error = "stream"
             out.append(sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}}))
         except HttpError as error:
+            record.upstream_error = "stream"
             out.append(sse({"error": {"message": f"the upstream stream broke off: {error}", "type": "upstream_error",
                                       "param": None, "code": 502}}))
         except Exception as error:  # the last line of defence: every known failure is handled above
-            out.append(sse(_unexpected(request_id, error)))
+            out.append(sse(_unexpected(record.id, error)))
         finally:
             await response.aclose()  # on a client disconnect too: the upstream request is cancelled
         out.append(b"data: [DONE]\n\n")
         yield b"".join(out)
 
     async def chat(request: Request) -> Response:
-        request_id = _request_id()
+        record: RequestRecord = request.state.record
         try:
             try:
-                body = parse_request(await request.body())
+                raw = await read_body(request.stream(), request.headers.get("content-length"),
+                                      config.limits.max_body_bytes)
+                body = parse_request(raw)
+                check_messages(body, config.limits.max_messages)
             except InvalidRequest as error:
                 raise RequestError(400, str(error), param=error.param) from None
+            except OverLimit as error:
+                raise RequestError(error.status, str(error), param=error.param) from None
+            except ClientDisconnect:  # the body ended before its Content-Length: nobody is left to answer
+                raise RequestError(400, "the connection closed before the request body ended") from None
             prepared = _prepare(config, body)
             if prepared.stream:
-                response = await open_upstream(prepared)
+                response = await open_upstream(prepared, record)
                 # The background task closes the upstream stream however the response ends, also when the
                 # client went away before the first byte (then the generator never ran its finally).
-                return StreamingResponse(stream_answer(prepared, response, request_id), media_type="text/event-stream",
+                return StreamingResponse(stream_answer(prepared, response, record), media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                          background=BackgroundTask(response.aclose))
-            response = await open_upstream(prepared)
+            response = await open_upstream(prepared, record)
             try:
                 completion = parse_upstream(await response.read())
                 check_upstream(completion, prepared.n)
                 if isinstance(completion, dict):
+                    record.add_usage(completion.get("usage"))
                     completion = tokens(prepared, completion)
             except MissingTokenIds as error:
+                record.upstream_error = "answer"
                 raise RequestError(502, str(error), "upstream_error") from None
             except InvalidUpstream as error:
+                record.upstream_error = "answer"
                 raise RequestError(502, str(error), "upstream_error") from None
             except HttpError as error:
+                record.upstream_error = "answer"
                 raise RequestError(502, f"the upstream answer could not be read: {error}", "upstream_error") from None
             finally:
                 await response.aclose()
@@ -332,7 +365,7 @@ def create_app(config: ServerConfig) -> Starlette:
         except RequestError as error:
             return error.response()
         except Exception as error:  # the last line of defence: every known failure is a RequestError above
-            return JSONResponse(_unexpected(request_id, error), status_code=500)
+            return JSONResponse(_unexpected(record.id, error), status_code=500)
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [
@@ -341,15 +374,23 @@ def create_app(config: ServerConfig) -> Starlette:
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    async def metrics_text(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
+        metrics.close()
         await client.aclose()
 
-    return Starlette(lifespan=lifespan, routes=[
+    middleware = [Middleware(RequestLog, metrics=metrics)]  # outermost: a refused request is logged too
+    if config.api_key:
+        middleware.append(Middleware(RequireApiKey, key=config.api_key))
+    return Starlette(lifespan=lifespan, middleware=middleware, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics_text, methods=["GET"]),
     ])
 
 
@@ -359,18 +400,36 @@ def _parser_options(options: Options) -> dict[str, Any]:
 
 
 def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
-          workers: int = 1) -> int:
+          workers: int = 1, shutdown_timeout: int = 30) -> int:
     """Run the app with uvicorn until interrupted, in `workers` processes on one port (`serve.workers`);
-    the exit status."""
+    the exit status. On SIGTERM (or Ctrl-C) each stops accepting, lets its open answers finish for up
+    to `shutdown_timeout` seconds, cancels what is left, and ends; several workers share their metrics
+    (`metrics.shared_between_workers`)."""
+    import signal
+
     import uvicorn
 
+    configure_logging(log_level)
+
+    def settings(app: Starlette) -> uvicorn.Config:
+        return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                              timeout_graceful_shutdown=shutdown_timeout)
+
     if workers == 1:
-        uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
-        return 0
+        # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
+        # it, that second one is ignored, so a drained server exits 0 as a supervisor expects.
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        server = uvicorn.Server(settings(create_app(config)))
+        try:
+            server.run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        return 0 if server.started else 3  # as uvicorn.run: it never got to serve
 
     def serve_on(sock: socket.socket) -> bool:
-        server = uvicorn.Server(uvicorn.Config(create_app(config), log_level=log_level))
+        server = uvicorn.Server(settings(create_app(config)))
         server.run(sockets=[sock])
         return server.started
 
-    return run_workers(serve_on, host, port, workers)
+    with shared_between_workers():
+        return run_workers(serve_on, host, port, workers)

@@ -1,0 +1,80 @@
+"""Bounds on what one request may make the proxy hold: its body's bytes and its number of messages.
+
+The body is counted while it arrives, never read whole first: a declared `Content-Length` over the
+bound is refused before a byte is read, and one that lies (or a chunked body without one) is still
+cut at the bound, so the proxy holds at most `max_body_bytes` of any request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_MESSAGES", "Limits", "OverLimit", "check_messages", "read_body"]
+
+DEFAULT_MAX_BODY_BYTES = 8 << 20  # 8 MiB: a long agent conversation is a few hundred KB
+DEFAULT_MAX_MESSAGES = 2048
+# After a refusal, this much more of the body is read and dropped (never held) so that the client, still
+# sending, reads the answer instead of a reset connection; a client sending more is cut off.
+_DRAIN_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds of one deployment, each a `streamparse serve` flag."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_messages: int = DEFAULT_MAX_MESSAGES
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1024:
+            raise ValueError("--max-body-bytes must be at least 1024")
+        if self.max_messages < 1:
+            raise ValueError("--max-messages must be at least 1")
+
+
+class OverLimit(Exception):
+    """A request over a bound or with a broken length: answered with `status` (413 or 400)."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+
+
+async def read_body(chunks: AsyncIterator[bytes], content_length: str | None, limit: int) -> bytes:
+    """The request body from its `chunks` (Starlette's `Request.stream()`), at most `limit` bytes: more,
+    declared or sent, is an `OverLimit` 413; a `Content-Length` that is not a number of bytes is a 400."""
+    too_large = OverLimit(413, f"the request body is larger than {limit} bytes: send a smaller one, or start "
+                               "streamparse serve with a larger --max-body-bytes")
+    if content_length is not None:
+        declared = content_length.strip()
+        if not declared.isascii() or not declared.isdigit():
+            raise OverLimit(400, f"the Content-Length header must be a number of bytes, not {content_length[:40]!r}")
+        if int(declared) > limit:
+            raise too_large
+    body = bytearray()
+    async for chunk in chunks:
+        if len(body) + len(chunk) > limit:
+            await _drain(chunks, _DRAIN_BYTES)
+            raise too_large
+        body += chunk
+    return bytes(body)
+
+
+async def _drain(chunks: AsyncIterator[bytes], limit: int) -> None:
+    dropped = 0
+    async for chunk in chunks:
+        dropped += len(chunk)
+        if dropped > limit:
+            return
+
+
+def check_messages(body: dict[str, Any], limit: int) -> None:
+    """`OverLimit` 400 when a checked request body holds more than `limit` messages."""
+    count = len(body["messages"])
+    if count > limit:
+        raise OverLimit(400, f"the request has {count} messages, more than the {limit} this server takes: "
+                             "shorten the conversation, or start streamparse serve with a larger --max-messages",
+                        param="messages")
