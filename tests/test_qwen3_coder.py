@@ -383,3 +383,14 @@ def test_typed_calls_stream_the_same_under_any_chunking(data: st.DataObject) -> 
     closer = data.draw(st.sampled_from(["</function>\n</tool_call>", "</function>\n</tool_call>", "</tool_call>", ""]))
     text = f"Calling.\n<tool_call>\n<function=lookup>\n{params}{closer}"
     assert_every_mode_agrees(data, text, FORMAT, TOOLS)
+
+
+def test_a_call_of_another_format_says_no_call_of_this_format_was_found() -> None:
+    """Hermes output read as qwen3_coder: the block holds text, so the error names the format and
+    points at `streamparse detect`, instead of calling a non-empty block empty."""
+    text = '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    (rejected,) = streamparse.parse(text, format="qwen3_coder").rejected
+    assert rejected.errors[0].startswith("no qwen3_coder call found in the call block")
+    assert rejected.raw == text
+    (empty,) = streamparse.parse("<tool_call></tool_call>", format="qwen3_coder").rejected
+    assert empty.errors == ["the call block is empty: no call inside it"]

@@ -495,8 +495,11 @@ class StreamParser:
             return match.end()
         if found in wrapper.spec.closers:
             if not wrapper.calls and not (wrapper.spec.empty_is_framing and not wrapper.holds_text):
+                error = (f"no {self._spec.name} call found in the call block: it holds text that is not a call of "
+                         "this format (is the format right? `streamparse detect` names a template's)"
+                         if wrapper.holds_text else "the call block is empty: no call inside it")
                 self._keep_wrapper_raw(found)
-                self._reject_wrapper_text(["the call block is empty: no call inside it"], INVALID_JSON)
+                self._reject_wrapper_text([error], INVALID_JSON)
             self._leave_wrapper()
         else:
             if not wrapper.calls:
