@@ -1,0 +1,63 @@
+"""Grammars from the format declarations: constrained decoding that writes only what the parser reads.
+
+A use above the core (STYLE §9): it imports the core (the format declarations, the body kinds'
+layouts in the grammar IR of `streamparse.grammar_ir`) and nothing of `serve` or `batch`.
+`grammar_for` assembles a format's whole output (`assemble.py`) and writes it in one syntax:
+an xgrammar structural tag (`structural_tag.py`), a Lark grammar for llguidance (`lark.py`) or a
+llama.cpp GBNF grammar (`gbnf.py`, with `grammar_triggers` for its request fields).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from ..grammar_ir import GrammarUnsupported
+from ..registry import get_format
+from ..validation import Tools
+from .assemble import Choice, choice_of, output_grammar
+from .lark import lark
+from .structural_tag import structural_tag
+
+SYNTAXES = ("structural_tag", "lark", "gbnf")
+
+__all__ = ["SYNTAXES", "GrammarUnsupported", "grammar_for"]
+
+
+def _tools(tools: Sequence[Mapping[str, Any]] | Tools | None) -> Tools | None:
+    if tools is None:
+        return None
+    return tools if isinstance(tools, Tools) else Tools(tools)
+
+
+def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
+                tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
+                thinking_forced_open: bool = False, syntax: str = "structural_tag") -> dict[str, Any] | str:
+    """The grammar of what the model of `format` may write, its calls limited by `tool_choice`.
+
+    `syntax`: "structural_tag" (a dict, xgrammar's structural tag for vLLM and SGLang), "lark" (a
+    str for llguidance) or "gbnf" (a str for llama.cpp; `grammar_triggers` gives the request fields
+    that go with it). Raises `ValueError` for an unknown format, syntax or tool, or a bad
+    `tool_choice`; `GrammarUnsupported` (a `ValueError`) where the format's layout has no grammar."""
+    if syntax not in SYNTAXES:
+        raise ValueError(f"syntax must be one of {', '.join(SYNTAXES)}; got {syntax!r}")
+    spec = get_format(format)
+    toolset = _tools(tools)
+    choice = choice_of(tool_choice, toolset, parallel_tool_calls)
+    written = _written(spec.name, toolset, choice, bool(thinking_forced_open), syntax)
+    return json.loads(written) if syntax == "structural_tag" else written
+
+
+@lru_cache(maxsize=256)
+def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_open: bool, syntax: str) -> str:
+    """The grammar text, built once per format, tool list, choice and syntax (a structural tag as JSON)."""
+    node = output_grammar(get_format(name), tools, choice, thinking_forced_open).whole
+    if syntax == "structural_tag":
+        return json.dumps(structural_tag(node), ensure_ascii=False)
+    if syntax == "lark":
+        return lark(node)
+    from .gbnf import gbnf
+
+    return gbnf(node)

@@ -1,0 +1,230 @@
+"""A format's whole output as one grammar tree, from its declaration and its body kinds' layouts.
+
+The pieces, in output order (each from `FormatSpec`, never written per format):
+- reasoning: optional, or forced when the prompt opened it (`thinking_forced_open`, or a format
+  whose output always starts inside reasoning), up to its closer; a format whose forced-open output
+  needs its closer to be reasoning may also skip it;
+- content: text in which none of the format's delimiters occurs (a call opener in it would open a call);
+- the calls: envelopes (opener, then the body kind's `body_grammar`) inside the format's wrapper
+  when it declares one, separated by a little whitespace (and the wrapper's framing markers);
+- the end: a little whitespace after the last call; nothing else.
+
+`tool_choice` decides which of these may occur (`Choice`): "none" has no calls; "auto" content and
+then, optionally, calls; "required" and a named function calls only (after reasoning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..grammar_ir import (
+    EMPTY,
+    Alt,
+    CallLayout,
+    GrammarUnsupported,
+    Lit,
+    Node,
+    Regex,
+    Repeat,
+    Seq,
+    Special,
+    Text,
+    alt,
+    optional,
+    seq,
+)
+from ..spec import FormatSpec
+from ..validation import Tools
+
+# Whitespace the templates write between and around calls (`</tool_call>\n<tool_call>`): bounded,
+# so that a constrained model cannot loop on newlines.
+FRAMING_SPACE = Regex(r"[ \t\r\n]{0,16}")
+_MODES = ("auto", "required", "none")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `tool_choice` and `parallel_tool_calls` allow: `mode` "none" | "auto" | "required",
+    the tools that may be called, and the most calls (None: no bound)."""
+
+    mode: str
+    names: tuple[str, ...]
+    most: int | None
+
+
+def _function_name(entry: object, where: str) -> str:
+    """The name in `{"type": "function", "function": {"name": ...}}`; ValueError saying the shape otherwise."""
+    function = entry.get("function") if isinstance(entry, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(entry, Mapping) or entry.get("type") != "function" or not isinstance(name, str):
+        raise ValueError(f"{where} must look like {{'type': 'function', 'function': {{'name': ...}}}}, "
+                         f"got {entry!r}")
+    return name
+
+
+def _known(names: Iterable[str], tools: Tools | None, where: str) -> tuple[str, ...]:
+    known = tools.names if tools is not None else ()
+    for name in names:
+        if name not in known:
+            listed = ", ".join(map(repr, known)) or "none were given"
+            raise ValueError(f"{where} names the tool {name!r}, which is not among the tools ({listed}); "
+                             f"name one of them, or pass it in tools=")
+    return tuple(names)
+
+
+def choice_of(tool_choice: object, tools: Tools | None, parallel_tool_calls: bool) -> Choice:
+    """`tool_choice` as OpenAI takes it, checked against the tools: "auto", "required", "none",
+    `{"type": "function", "function": {"name": ...}}` (exactly one call of that tool), or
+    `{"type": "allowed_tools", "allowed_tools": {"mode": "auto"|"required", "tools": [...]}}`."""
+    if not isinstance(parallel_tool_calls, bool):
+        raise TypeError(f"parallel_tool_calls must be True or False, got {parallel_tool_calls!r}")
+    most = None if parallel_tool_calls else 1
+    every = tools.names if tools is not None else ()
+    if isinstance(tool_choice, str):
+        if tool_choice not in _MODES:
+            raise ValueError(f"tool_choice must be 'auto', 'required', 'none', a named function {{'type': "
+                             f"'function', 'function': {{'name': ...}}}} or allowed_tools; got {tool_choice!r}")
+        if tool_choice == "required" and not every:
+            raise ValueError("tool_choice='required' needs tools: pass tools=, or use 'auto' or 'none'")
+        return Choice(tool_choice, every if tool_choice != "none" else (), most)
+    if isinstance(tool_choice, Mapping) and tool_choice.get("type") == "allowed_tools":
+        allowed = tool_choice.get("allowed_tools")
+        if not isinstance(allowed, Mapping) or allowed.get("mode") not in ("auto", "required") \
+                or not isinstance(allowed.get("tools"), list) or not allowed["tools"]:
+            raise ValueError("tool_choice allowed_tools must look like {'type': 'allowed_tools', 'allowed_tools': "
+                             "{'mode': 'auto' or 'required', 'tools': [{'type': 'function', 'function': "
+                             f"{{'name': ...}}}}, ...]}}}}; got {tool_choice!r}")
+        names = [_function_name(entry, "each allowed_tools entry") for entry in allowed["tools"]]
+        return Choice(str(allowed["mode"]), _known(dict.fromkeys(names), tools, "tool_choice allowed_tools"), most)
+    if isinstance(tool_choice, Mapping):
+        name = _function_name(tool_choice, "a named tool_choice")
+        return Choice("required", _known((name,), tools, "tool_choice"), 1)
+    raise ValueError(f"tool_choice must be 'auto', 'required', 'none', a named function or allowed_tools; "
+                     f"got {type(tool_choice).__name__} {tool_choice!r}")
+
+
+def parameters_of(tools: Tools, name: str) -> Mapping[str, Any]:
+    """The tool's parameters schema, `{"type": "object"}` when it gave none (or an empty one)."""
+    schema = tools.schema(name)
+    if schema is True or not schema:
+        return {"type": "object"}
+    if schema is False:
+        raise GrammarUnsupported(f"tool {name!r} has the parameters schema false: no call of it can be valid")
+    return dict(schema)
+
+
+@dataclass(frozen=True)
+class Output:
+    """A format's output in its parts: what `tool_choice` allows before the calls (`lead`: reasoning
+    and content, or reasoning only), the calls (None: no call is allowed), and how it ends."""
+
+    lead: Node
+    calls: Node | None
+    calls_optional: bool
+
+    @property
+    def whole(self) -> Node:
+        if self.calls is None:
+            return self.lead
+        tail = seq(self.calls, FRAMING_SPACE)
+        return seq(self.lead, optional(tail) if self.calls_optional else tail)
+
+
+def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
+    """The grammar of everything the format's model may write under `choice`, as its parts."""
+    if spec.messages is not None:
+        raise GrammarUnsupported(f"format {spec.name!r} writes headed messages; their layout is not written yet")
+    reasoning = _reasoning(spec, thinking_forced_open)
+    content = Text(content_stops(spec))
+    if choice.mode == "none" or not choice.names or tools is None:
+        return Output(mark_special(seq(reasoning, content), spec.special), None, False)
+    calls = mark_special(_calls(spec, tools, choice), spec.special)
+    if choice.mode == "auto":
+        return Output(mark_special(seq(reasoning, content), spec.special), calls, True)
+    return Output(mark_special(seq(reasoning, FRAMING_SPACE), spec.special), calls, False)
+
+
+def content_stops(spec: FormatSpec) -> tuple[str, ...]:
+    """What content may not hold: every delimiter the format reads, and its reserved strings."""
+    return tuple(dict.fromkeys((*spec.delimiters, *spec.reserved)))
+
+
+def _reasoning(spec: FormatSpec, thinking_forced_open: bool) -> Node:
+    if not spec.reasoning:
+        return EMPTY
+    # Where a call opener ends reasoning, reasoning cannot hold one.
+    also = spec.call_openers if spec.calls_end_reasoning else ()
+    forced = spec.reasoning_always_open or (thinking_forced_open and not spec.ignores_forced_open)
+    if forced:
+        inside = alt(*(seq(Text((closer, *also)), Lit(closer)) for _, closer in spec.reasoning))
+        return optional(inside) if spec.forced_reasoning_needs_closer else inside
+    return optional(alt(*(seq(Lit(opener), Text((closer, *also)), Lit(closer)) for opener, closer in spec.reasoning)))
+
+
+def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
+    """One or more calls (at most `choice.most`), in the format's envelopes and wrapper."""
+    if spec.anchors and not spec.envelopes:
+        raise GrammarUnsupported(f"format {spec.name!r} anchors its calls by position; that layout is not written yet")
+    many = choice.most is None
+    envelopes: list[Node] = []
+    unlaid: list[str] = []
+    for envelope in spec.envelopes:
+        kind = envelope.body
+        if not isinstance(kind, CallLayout):
+            unlaid.append(type(kind).__name__)
+            continue
+        alternatives = alt(*(kind.call_grammar(name, parameters_of(tools, name)) for name in choice.names))
+        opener = envelope.openers[0]
+        if envelope.body_lead:  # the opener's last characters are the body's own start (`functools[`)
+            opener = opener[:-envelope.body_lead]
+        list_kind = kind.calls_per_envelope() is None
+        envelopes.append(seq(Lit(opener), kind.body_grammar(alternatives, many and list_kind)))
+    if not envelopes:
+        raise GrammarUnsupported(f"format {spec.name!r}: its body kind ({', '.join(unlaid)}) has no layout yet")
+    one = alt(*envelopes)
+    if not spec.wrappers:
+        return Repeat(one, 1, choice.most, FRAMING_SPACE)
+    wrapper = spec.wrappers[0]
+    between: Node = FRAMING_SPACE
+    if wrapper.framing:
+        between = seq(FRAMING_SPACE, optional(Lit(wrapper.framing[0])), FRAMING_SPACE)
+    block = seq(Lit(wrapper.openers[0]), FRAMING_SPACE, Repeat(one, 1, choice.most, between), FRAMING_SPACE,
+                Lit(wrapper.closers[0]))
+    return Repeat(block, 1, choice.most, FRAMING_SPACE)
+
+
+def mark_special(node: Node, special: Sequence[str]) -> Node:
+    """The tree with every occurrence of a special token inside a `Lit` made a `Special`."""
+    if not special:
+        return node
+    ordered = sorted(set(special), key=len, reverse=True)
+    return _marked(node, ordered)
+
+
+def _marked(node: Node, special: list[str]) -> Node:
+    if isinstance(node, Lit):
+        return _split(node.text, special)
+    if isinstance(node, Seq):
+        return seq(*(_marked(item, special) for item in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(_marked(option, special) for option in node.options))
+    if isinstance(node, Repeat):
+        separator = None if node.separator is None else _marked(node.separator, special)
+        return Repeat(_marked(node.item, special), node.min, node.max, separator)
+    return node
+
+
+def _split(text: str, special: list[str]) -> Node:
+    parts: list[Node] = []
+    start = pos = 0
+    while pos < len(text):
+        token = next((s for s in special if text.startswith(s, pos)), None)
+        if token is None:
+            pos += 1
+            continue
+        parts += [Lit(text[start:pos]), Special(token)]
+        pos = start = pos + len(token)
+    parts.append(Lit(text[start:]))
+    return seq(*parts)
