@@ -90,7 +90,9 @@ class Repeat:
 
 Node = Lit | Special | Json | Text | Regex | Seq | Alt | Repeat
 EMPTY = Lit("")
-JSON_SPACE = Regex(r"[ \t\n\r]*")
+# JSON whitespace, and the whitespace templates write around and between calls, bounded so that a
+# constrained model cannot loop on newlines.
+SPACE = Regex(r"[ \t\r\n]{0,16}")
 
 
 def seq(*items: Node) -> Node:
@@ -159,3 +161,61 @@ class CallLayout(Protocol):
     def body_grammar(self, calls: Node, many: bool) -> Node: ...
 
     def calls_per_envelope(self) -> int | None: ...
+
+
+_DEFINITIONS = ("$defs", "definitions")
+
+
+def placed(schema: Mapping[str, Any] | bool, pointer: str, defs: dict[str, dict[str, Any]]) -> Any:
+    """`schema` made ready to sit at JSON pointer `pointer` (e.g. `#/properties/arguments`) inside a
+    larger schema: its `$defs`/`definitions` move into `defs` (for the larger schema's root), and a
+    local `$ref` into the schema itself is re-pointed below `pointer` (`#/$defs/...` stays valid)."""
+    if not isinstance(schema, Mapping):
+        return schema
+    for key in _DEFINITIONS:
+        found = schema.get(key)
+        if isinstance(found, Mapping):
+            defs.setdefault(key, {}).update(found)
+    return _repointed({k: v for k, v in schema.items() if k not in _DEFINITIONS}, pointer)
+
+
+def _repointed(value: Any, pointer: str) -> Any:
+    if isinstance(value, Mapping):
+        out = {key: _repointed(item, pointer) for key, item in value.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")) \
+                and not ref.startswith(("#/$defs/", "#/definitions/")):
+            out["$ref"] = pointer + ref[1:]
+        return out
+    if isinstance(value, list):
+        return [_repointed(item, pointer) for item in value]
+    return value
+
+
+def pointer_key(key: str) -> str:
+    """A property name as one JSON pointer step."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def exact_object(properties: Mapping[str, Any], required: tuple[str, ...], at: str = "#") -> dict[str, Any]:
+    """An object schema with these properties in this order and no others (`at`: where it sits);
+    each property schema may hold local definitions and references (`placed`)."""
+    defs: dict[str, dict[str, Any]] = {}
+    placed_properties = {key: placed(schema, f"{at}/properties/{pointer_key(key)}", defs)
+                         for key, schema in properties.items()}
+    out: dict[str, Any] = {"type": "object", "properties": placed_properties, "required": list(required),
+                           "additionalProperties": False}
+    return {**out, **defs}
+
+
+def any_of(variants: list[dict[str, Any]]) -> dict[str, Any]:
+    """One of the schemas (each built to sit at `#/anyOf/<i>`), their definitions at the root."""
+    if len(variants) == 1:
+        return variants[0]
+    defs: dict[str, dict[str, Any]] = {}
+    bare = []
+    for variant in variants:
+        for key in _DEFINITIONS:
+            defs.setdefault(key, {}).update(variant.get(key, {}))
+        bare.append({k: v for k, v in variant.items() if k not in _DEFINITIONS})
+    return {"anyOf": bare, **{key: found for key, found in defs.items() if found}}

@@ -21,12 +21,12 @@ from typing import Any
 
 from ..grammar_ir import (
     EMPTY,
+    SPACE,
     Alt,
     CallLayout,
     GrammarUnsupported,
     Lit,
     Node,
-    Regex,
     Repeat,
     Seq,
     Special,
@@ -38,9 +38,7 @@ from ..grammar_ir import (
 from ..spec import FormatSpec
 from ..validation import Tools
 
-# Whitespace the templates write between and around calls (`</tool_call>\n<tool_call>`): bounded,
-# so that a constrained model cannot loop on newlines.
-FRAMING_SPACE = Regex(r"[ \t\r\n]{0,16}")
+FRAMING_SPACE = SPACE  # between and around calls (`</tool_call>\n<tool_call>`)
 _MODES = ("auto", "required", "none")
 
 
