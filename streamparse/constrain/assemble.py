@@ -133,7 +133,9 @@ class Output:
 def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
     """The grammar of everything the format's model may write under `choice`, as its parts."""
     if spec.messages is not None:
-        raise GrammarUnsupported(f"format {spec.name!r} writes headed messages; their layout is not written yet")
+        from .layouts_messages import messages_output  # (it builds on this module's pieces)
+
+        return messages_output(spec, tools, choice)
     reasoning = _reasoning(spec, thinking_forced_open)
     content = Text(content_stops(spec))
     if choice.mode == "none" or not choice.names or tools is None:
