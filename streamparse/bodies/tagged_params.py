@@ -125,6 +125,9 @@ class TaggedParams:
     tail_form: str = ""
     type_words: tuple[tuple[str, str], ...] = ()
     python_scalars: bool = False
+    # The `json_element`'s head after its opener, as the template writes it (Kimi K3's ` type="object"<|sep|>`):
+    # a grammar then also writes the arguments as that one element. Empty: parameters only.
+    json_form: str = ""
 
     def name_of(self, match: Any) -> str:
         """The `name` group of a call or parameter header, stripped (and unescaped when declared)."""
@@ -156,6 +159,10 @@ class TaggedParams:
         self._check_writable("call_head", self.head_form, {"name": name})
         elements = in_order([(seq(_GAP, self._element(key, schema, parameters)), required)
                               for key, schema, required in parameters_in_order(parameters)])
+        if self.json_element is not None and self.json_form:
+            opener, closer = self.json_element
+            whole = seq(Lit(opener + self.json_form), Json(parameters), Lit(closer))
+            elements = alt(elements, seq(_GAP, whole))
         return seq(head, elements, _GAP, self._form(self.tail_form))
 
     def body_grammar(self, calls: GrammarNode, many: bool) -> GrammarNode:

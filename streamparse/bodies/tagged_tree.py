@@ -38,7 +38,7 @@ from ..schema_typing import property_schema, resolve_ref, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
-from .argument_layout import in_order, parameters_in_order, with_definitions
+from .argument_layout import enum_strings, in_order, parameters_in_order, with_definitions
 
 _CAPTURES = frozenset(("name", "end_invoke", "closed", "key"))
 
@@ -256,7 +256,8 @@ class TaggedTree:
         types = schema_types(schema, root=root)
         options: list[GrammarNode] = []
         if not types or "string" in types:
-            options.append(Text((self.prefix,)))
+            constants = enum_strings(schema)
+            options.append(alt(*(Lit(value) for value in constants)) if constants else Text((self.prefix,)))
         if "object" in types and isinstance(schema, Mapping) and schema.get("properties"):
             required = schema.get("required")
             options.append(self._children(schema, root, depth, at_least_one=not required))

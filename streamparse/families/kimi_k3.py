@@ -80,6 +80,7 @@ BODY = TaggedParams(
     head_form=' tool="{name}" index="{index}"' + SEP,
     param_form=' key="{key}" type="{type}"' + SEP,
     type_words=K3_TYPE_WORDS,
+    json_form=' type="object"' + SEP,
 )
 
 
