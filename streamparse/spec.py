@@ -236,8 +236,10 @@ class MessageLayout:
     wrote of the first header (harmony's `<|start|>assistant`, Functionary's `>>>`), left out of the
     first message. `end`: the terminator written after a message another message follows (harmony's
     `<|end|>`; nothing where the next opener ends the body). A message that ends the output has no
-    terminator: it is the stop token the server cuts off. `many_calls`: several call messages may
-    follow each other (Functionary); harmony's `<|call|>` stops generation after the first."""
+    terminator: it is the stop token the server cuts off, which a grammar allows (`answer_stop`,
+    `call_stop`: harmony's `<|return|>`, `<|call|>`) for an engine that wants the model to write it.
+    `many_calls`: several call messages may follow each other (Functionary); harmony's `<|call|>`
+    stops generation after the first."""
 
     content: str
     call: str
@@ -245,6 +247,8 @@ class MessageLayout:
     preamble: str | None = None
     prompt_wrote: str = ""
     end: str = ""
+    answer_stop: str = ""
+    call_stop: str = ""
     many_calls: bool = False
 
 

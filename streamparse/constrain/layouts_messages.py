@@ -5,7 +5,8 @@ from its `MessageSpec.layout`: the headers its templates write, in the order the
 
 The first message's header lacks what the generation prompt already wrote (`<|start|>assistant`,
 `>>>`); a message another one follows ends with the layout's terminator (harmony's `<|end|>`); the
-last one ends the output (its stop token, `<|return|>` or `<|call|>`, is the server's to cut). A call
+last one ends the output (its stop token, `<|return|>` or `<|call|>`, may be written: xgrammar's
+built-in harmony tag requires it, a server cuts it off). A call
 message's body is the tool's arguments as JSON (the `json_arguments` kind reads exactly that).
 Harmony's `<|call|>` ends generation, so one call message ends its output (`many_calls`); Functionary
 writes one message per call, up to `parallel_tool_calls`.
@@ -53,6 +54,11 @@ def messages_output(spec: FormatSpec, tools: Tools | None, choice: Choice) -> Ou
     return Output(mark_special(whole, spec.special), None, False)
 
 
+def _stop(token: str) -> Node:
+    """The stop token that may end the output (servers cut it off; an engine may want it written)."""
+    return optional(Lit(token)) if token else Lit("")
+
+
 class _Writer:
     def __init__(self, layout: MessageLayout, stops: tuple[str, ...], openers: tuple[str, ...]) -> None:
         self._layout, self._stops = layout, stops
@@ -66,7 +72,8 @@ class _Writer:
 
     def content(self, first: bool) -> Node:
         """The answer, ending the output."""
-        return self.message(self._layout.content, Text(self._stops), first, ended=False)
+        return seq(self.message(self._layout.content, Text(self._stops), first, ended=False),
+                   _stop(self._layout.answer_stop))
 
     def _before_more(self) -> Node:
         """A body another message follows: without a terminator, it must not end in what starts the
@@ -88,9 +95,9 @@ class _Writer:
 
         def run(at_first: bool) -> Node:
             if not layout.many_calls or most == 1:
-                return call(at_first)
+                return seq(call(at_first), _stop(layout.call_stop))
             more = Repeat(seq(Lit(layout.end), call(False)), 0, None if most is None else most - 1)
-            return seq(call(at_first), more)
+            return seq(call(at_first), more, _stop(layout.call_stop))
 
         if layout.preamble is None or not preamble:
             return run(first)

@@ -129,6 +129,8 @@ GPT_OSS = FormatSpec(
             call=f"{START}assistant to={FUNCTIONS}{{name}}{CHANNEL}commentary json{MESSAGE}",
             prompt_wrote=f"{START}assistant",
             end=END,
+            answer_stop=RETURN,
+            call_stop=CALL_END,
         ),
     ),
     # Single tokens of the o200k_harmony vocabulary; channel names, ` json` and ` to=…` are ordinary text.
