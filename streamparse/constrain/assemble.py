@@ -193,6 +193,14 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     return Repeat(block, 1, choice.most, FRAMING_SPACE)
 
 
+def call_openers(spec: FormatSpec) -> tuple[str, ...]:
+    """The text each constrained call block starts with: the wrapper's opener, or each envelope's."""
+    if spec.wrappers:
+        return (spec.wrappers[0].openers[0],)
+    return tuple(dict.fromkeys(envelope.openers[0][:len(envelope.openers[0]) - envelope.body_lead]
+                               for envelope in spec.envelopes))
+
+
 def mark_special(node: Node, special: Sequence[str]) -> Node:
     """The tree with every occurrence of a special token inside a `Lit` made a `Special`."""
     if not special:
