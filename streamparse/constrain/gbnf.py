@@ -13,17 +13,17 @@ and nothing else, so three nodes are translated here:
 
 from __future__ import annotations
 
-from ..grammar_ir import Alt, Json, Lit, Node, Regex, Repeat, Seq, Special, Text
-from .gbnf_terms import RuleSet, bounds, char_class, literal, regex_rule
+from ..grammar_ir import Json, Lit, Node, Regex, Special, Text
 from .json_gbnf import JsonRules
+from .terms import ExpressionWriter, RuleSet, char_class, literal, regex_rule
 
 
-class _Writer:
+class _Writer(ExpressionWriter):
     def __init__(self) -> None:
         self.rules = RuleSet()
         self.json = JsonRules(self.rules)
 
-    def expression(self, node: Node) -> str:
+    def leaf(self, node: Node) -> str:
         if isinstance(node, (Lit, Special)):
             return literal(node.text)
         if isinstance(node, Json):
@@ -32,19 +32,7 @@ class _Writer:
             return self._text(node.stops)
         if isinstance(node, Regex):
             return self.rules.name("pattern", regex_rule(node.pattern))
-        if isinstance(node, Seq):
-            return " ".join(self.expression(item) for item in node.items)
-        if isinstance(node, Alt):
-            return "(" + " | ".join(self.expression(option) for option in node.options) + ")"
-        return self._repeat(node)
-
-    def _repeat(self, node: Repeat) -> str:
-        item = self.expression(node.item)
-        if node.separator is None or node.max == 1:
-            return f"({item}){bounds(node.min, node.max)}"
-        later = f"({self.expression(node.separator)} {item})"
-        rest = f"{later}{bounds(max(node.min - 1, 0), None if node.max is None else node.max - 1)}"
-        return f"({item} {rest})" if node.min > 0 else f"({item} {rest})?"
+        raise TypeError(f"not a grammar IR node: {node!r}")
 
     def _text(self, stops: tuple[str, ...]) -> str:
         """Text holding none of `stops`: a rule per proper prefix of a stop the text may end with.

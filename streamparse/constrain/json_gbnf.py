@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..grammar_ir import GrammarUnsupported
-from .gbnf_terms import RuleSet, bounds, literal, regex_rule
+from .terms import RuleSet, bounds, literal, regex_rule
 
 _WS = '[ \\t\\n\\r]{0,16}'
 _HEX = "[0-9a-fA-F]"

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 
-from ..grammar_ir import Alt, Json, Lit, Node, Regex, Repeat, Seq, Special, Text
+from ..grammar_ir import Json, Lit, Node, Regex, Special, Text
+from .terms import ExpressionWriter
 
 _META = set("\\.+*?()|[]{}^$#&-~/")
 _ANY = "(?s:.*)"
@@ -26,7 +27,7 @@ def _control(char: str) -> str:
     return f"\\x{ord(char):02x}" if ord(char) < 0x20 else char
 
 
-class _Writer:
+class _Writer(ExpressionWriter):
     def __init__(self) -> None:
         self.rules: list[str] = []
         self._named: dict[tuple[str, str], str] = {}
@@ -40,7 +41,7 @@ class _Writer:
             self.rules.append(f"{found}: {body}")
         return found
 
-    def expression(self, node: Node) -> str:
+    def leaf(self, node: Node) -> str:
         if isinstance(node, Lit):
             return json.dumps(node.text, ensure_ascii=False) if node.text else '""'
         if isinstance(node, Special):
@@ -55,30 +56,7 @@ class _Writer:
             return self.name("TEXT", f"/{_ANY}/ & ~/{_ANY}({stops}){_ANY}/")
         if isinstance(node, Regex):
             return self.name("PATTERN", "/" + node.pattern.replace("/", "\\/") + "/")
-        if isinstance(node, Seq):
-            return " ".join(self.expression(item) for item in node.items)
-        if isinstance(node, Alt):
-            return "(" + " | ".join(self.expression(option) for option in node.options) + ")"
-        return self._repeat(node)
-
-    def _repeat(self, node: Repeat) -> str:
-        item = self.expression(node.item)
-        if node.separator is None:
-            return f"({item}){_bounds(node.min, node.max)}"
-        later = f"({self.expression(node.separator)} {item})"
-        rest = f"{later}{_bounds(max(node.min - 1, 0), None if node.max is None else node.max - 1)}"
-        some = f"({item} {rest})"
-        return some if node.min > 0 else f"{some}?"
-
-
-def _bounds(least: int, most: int | None) -> str:
-    if (least, most) == (0, None):
-        return "*"
-    if (least, most) == (1, None):
-        return "+"
-    if (least, most) == (0, 1):
-        return "?"
-    return f"{{{least},}}" if most is None else f"{{{least},{most}}}"
+        raise TypeError(f"not a grammar IR node: {node!r}")
 
 
 def lark(node: Node) -> str:

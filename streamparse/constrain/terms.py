@@ -1,5 +1,6 @@
-"""GBNF's pieces: rule sets, string literals, character classes, bounds, and regex patterns (the
-portable subset of `grammar_ir`) as GBNF expressions."""
+"""Rule-text pieces: the expression writer Lark and GBNF share (sequences, alternatives and
+repetitions read alike in both), and GBNF's own: rule sets, string literals, character classes, and
+regex patterns (the portable subset of `grammar_ir`) as GBNF expressions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from ..grammar_ir import GrammarUnsupported
+from ..grammar_ir import Alt, GrammarUnsupported, Node, Repeat, Seq
 
 # Python's own regex parser: `re._parser` from 3.11, `sre_parse` (deprecated there) before.
 _sre: Any = importlib.import_module("re._constants" if sys.version_info >= (3, 11) else "sre_constants")
@@ -48,6 +49,30 @@ def bounds(least: int, most: int | None) -> str:
     if least == most:
         return f"{{{least}}}"
     return f"{{{least},}}" if most is None else f"{{{least},{most}}}"
+
+
+class ExpressionWriter:
+    """Writes `Seq`, `Alt` and `Repeat` as rule expressions; a syntax writes the other nodes (`leaf`)."""
+
+    def expression(self, node: Node) -> str:
+        if isinstance(node, Seq):
+            return " ".join(self.expression(item) for item in node.items)
+        if isinstance(node, Alt):
+            return "(" + " | ".join(self.expression(option) for option in node.options) + ")"
+        if isinstance(node, Repeat):
+            return self._repeat(node)
+        return self.leaf(node)
+
+    def leaf(self, node: Node) -> str:
+        raise NotImplementedError
+
+    def _repeat(self, node: Repeat) -> str:
+        item = self.expression(node.item)
+        if node.separator is None or node.max == 1:
+            return f"({item}){bounds(node.min, node.max)}"
+        later = f"({self.expression(node.separator)} {item})"
+        rest = f"{later}{bounds(max(node.min - 1, 0), None if node.max is None else node.max - 1)}"
+        return f"({item} {rest})" if node.min > 0 else f"({item} {rest})?"
 
 
 class RuleSet:
