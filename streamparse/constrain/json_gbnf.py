@@ -195,12 +195,13 @@ class JsonRules:
             members.append((f'{literal(json.dumps(key, ensure_ascii=False))} {ws} ":" {ws} {value}', key in required))
         # after(i): the members from i on, each after a comma (an earlier member was written);
         # first(i): the members from i on, the first of them written with no comma.
-        after = ['""'] * (len(members) + 1)
-        first = ['""'] * (len(members) + 1)
+        after = [""] * (len(members) + 1)
+        first = [""] * (len(members) + 1)
         for i in range(len(members) - 1, -1, -1):
             member, needed = members[i]
             later = f'{ws} "," {ws} {member}'
-            after[i] = self._rules.name("after", f"({later}){'' if needed else '?'} {after[i + 1]}")
-            start = f"{member} {after[i + 1]}"
-            first[i] = self._rules.name("first", start if needed else f"({start} | {first[i + 1]})")
+            after[i] = self._rules.name("after", f"({later}){'' if needed else '?'} {after[i + 1]}".rstrip())
+            start = f"{member} {after[i + 1]}".rstrip()
+            skipped = f"({start} | {first[i + 1]})" if first[i + 1] else f"({start})?"
+            first[i] = self._rules.name("first", start if needed else skipped)
         return f'"{{" {ws} {first[0]} {ws} "}}"'

@@ -5,13 +5,19 @@ SGLang's llguidance backends, llama.cpp built with llguidance through `%llguidan
 tokenizer the grammar is compiled with), `Json` a `%json {...}` rule, `Regex` a `/.../` terminal,
 and `Text` a terminal built with llguidance's regex negation: any text `&` not text holding a stop,
 `/(?s:.*)/ & ~/(?s:.*)(stop|...)(?s:.*)/`; `Seq`, `Alt` and `Repeat` are rule expressions.
+
+llguidance's lexer is greedy: a lexeme ends only where it cannot go on, so text followed by a
+delimiter that is not a special token (`...[BEGIN FINAL RESPONSE]`, `...<tool_calls>`) would run on
+into the delimiter. Such text is written fused with the delimiter that follows it, as one lazy
+lexeme (`text_then_N[lazy]: TEXT "delimiter"`: it ends at the first delimiter); what may follow a
+text is split by its first literal (`leading`) so that each way on gets its own fused lexeme.
 """
 
 from __future__ import annotations
 
 import json
 
-from ..grammar_ir import Json, Lit, Node, Regex, Special, Text
+from ..grammar_ir import EMPTY, Alt, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, seq
 from .terms import ExpressionWriter
 
 _META = set("\\.+*?()|[]{}^$#&-~/")
@@ -32,14 +38,31 @@ class _Writer(ExpressionWriter):
         self.rules: list[str] = []
         self._named: dict[tuple[str, str], str] = {}
 
-    def name(self, kind: str, body: str) -> str:
+    def name(self, kind: str, body: str, lazy: bool = False) -> str:
         """A rule (lower-case kind) or terminal (upper-case kind) with this body, written once."""
         key = (kind, body)
         found = self._named.get(key)
         if found is None:
             found = self._named[key] = f"{kind}_{len(self._named)}"
-            self.rules.append(f"{found}: {body}")
+            self.rules.append(f"{found}{'[lazy]' if lazy else ''}: {body}")
         return found
+
+    def expression(self, node: Node) -> str:
+        if isinstance(node, Seq):
+            for position, item in enumerate(node.items[:-1]):
+                if isinstance(item, Text):
+                    head = [self.expression(before) for before in node.items[:position]]
+                    after = leading(seq(*node.items[position + 1:]))
+                    ways = [self._text_then(item, first, rest) for first, rest in after]
+                    return " ".join([*head, "(" + " | ".join(dict.fromkeys(ways)) + ")"])
+        return super().expression(node)
+
+    def _text_then(self, text: Text, first: str | None, rest: Node) -> str:
+        """The text, then `first` fused to it as one lazy lexeme (when there is one), then `rest`."""
+        lexeme = self.leaf(text)
+        if first is not None:
+            lexeme = self.name("text_then", f'{lexeme} {json.dumps(first, ensure_ascii=False)}', lazy=True)
+        return f"{lexeme} {self.expression(rest)}" if rest != EMPTY else lexeme
 
     def leaf(self, node: Node) -> str:
         if isinstance(node, Lit):
@@ -57,6 +80,30 @@ class _Writer(ExpressionWriter):
         if isinstance(node, Regex):
             return self.name("PATTERN", "/" + node.pattern.replace("/", "\\/") + "/")
         raise TypeError(f"not a grammar IR node: {node!r}")
+
+
+def leading(node: Node) -> list[tuple[str | None, Node]]:
+    """The ways `node` can begin: (its first literal text, what follows it), or (None, `node`) where
+    it begins with something else, or (None, EMPTY) where it can be empty. Together they match
+    exactly what `node` matches."""
+    if isinstance(node, Lit):
+        return [(node.text, EMPTY)] if node.text else [(None, EMPTY)]
+    if isinstance(node, Seq):
+        ways: list[tuple[str | None, Node]] = []
+        for first, rest in leading(node.items[0]):
+            if first is None and rest == EMPTY:
+                ways += leading(seq(*node.items[1:]))
+            else:
+                ways.append((first, seq(rest, *node.items[1:])))
+        return ways
+    if isinstance(node, Alt):
+        return [way for option in node.options for way in leading(option)]
+    if isinstance(node, Repeat) and node.max != 0:
+        again = node.item if node.separator is None or node.max == 1 else seq(node.separator, node.item)
+        more = Repeat(again, max(node.min - 1, 0), None if node.max is None else node.max - 1)
+        ways = leading(seq(node.item, more) if more.max != 0 else node.item)
+        return [*ways, (None, EMPTY)] if node.min == 0 else ways
+    return [(None, EMPTY)] if isinstance(node, Repeat) else [(None, node)]
 
 
 def lark(node: Node) -> str:

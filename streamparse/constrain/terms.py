@@ -17,8 +17,9 @@ _sre: Any = importlib.import_module("re._constants" if sys.version_info >= (3, 1
 _sre_parse: Any = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
-_CLASS_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "]": "\\]", "[": "\\[", "^": "\\^",
-                  "-": "\\-"}
+# In a class `^` and `-` are written as code points: GBNF has no `\^` or `\-` escape.
+_CLASS_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "]": "\\]", "[": "\\[", "^": "\\x5E",
+                  "-": "\\x2D"}
 
 
 def _char(char: str, table: dict[str, str]) -> str:
