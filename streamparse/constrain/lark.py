@@ -37,6 +37,7 @@ class _Writer(ExpressionWriter):
     def __init__(self) -> None:
         self.rules: list[str] = []
         self._named: dict[tuple[str, str], str] = {}
+        self._split: dict[Node, str] = {}
 
     def name(self, kind: str, body: str, lazy: bool = False) -> str:
         """A rule (lower-case kind) or terminal (upper-case kind) with this body, written once."""
@@ -48,14 +49,23 @@ class _Writer(ExpressionWriter):
         return found
 
     def expression(self, node: Node) -> str:
-        if isinstance(node, Seq):
-            for position, item in enumerate(node.items[:-1]):
-                if isinstance(item, Text):
-                    head = [self.expression(before) for before in node.items[:position]]
-                    after = leading(seq(*node.items[position + 1:]))
-                    ways = [self._text_then(item, first, rest) for first, rest in after]
-                    return " ".join([*head, "(" + " | ".join(dict.fromkeys(ways)) + ")"])
+        if isinstance(node, Seq) and any(isinstance(item, Text) for item in node.items[:-1]):
+            # A rule of its own, so that a text repeated after a delimiter (text, then framing
+            # markers each followed by text) refers back to it instead of unfolding for ever.
+            found = self._split.get(node)
+            if found is None:
+                found = self._split[node] = f"texts_{len(self._split)}"
+                self.rules.append(f"{found}: {self._split_text(node)}")
+            return found
         return super().expression(node)
+
+    def _split_text(self, node: Seq) -> str:
+        position = next(i for i, item in enumerate(node.items[:-1]) if isinstance(item, Text))
+        text = node.items[position]
+        assert isinstance(text, Text)
+        head = [self.expression(before) for before in node.items[:position]]
+        ways = [self._text_then(text, first, rest) for first, rest in leading(seq(*node.items[position + 1:]))]
+        return " ".join([*head, "(" + " | ".join(dict.fromkeys(ways)) + ")"])
 
     def _text_then(self, text: Text, first: str | None, rest: Node) -> str:
         """The text, then `first` fused to it as one lazy lexeme (when there is one), then `rest`."""
