@@ -211,20 +211,17 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     """One or more calls (at most `choice.most`), in the format's envelopes and wrapper."""
     if spec.anchors and not spec.envelopes:
         raise GrammarUnsupported(f"format {spec.name!r} anchors its calls by position; that layout is not written yet")
-    many = choice.most is None
     envelopes: list[Node] = []
     unlaid: list[str] = []
     for envelope in spec.envelopes:
-        kind = envelope.body
-        if not isinstance(kind, CallLayout):
-            unlaid.append(type(kind).__name__)
+        body = _body(envelope.body, tools, choice)
+        if body is None:
+            unlaid.append(type(envelope.body).__name__)
             continue
-        alternatives = alt(*(kind.call_grammar(name, parameters_of(tools, name)) for name in choice.names))
         # Every spelling the format reads (GigaChat 3 and 3.1 open calls differently); the opener's
         # last `body_lead` characters are the body's own start (`functools[`).
         openers = alt(*(Lit(opener[:len(opener) - envelope.body_lead]) for opener in envelope.openers))
-        list_kind = kind.calls_per_envelope() is None
-        envelopes.append(seq(openers, kind.body_grammar(alternatives, many and list_kind)))
+        envelopes.append(seq(openers, body))
     if not envelopes:
         raise GrammarUnsupported(f"format {spec.name!r}: its body kind ({', '.join(unlaid)}) has no layout yet")
     one = alt(*envelopes)
@@ -234,9 +231,14 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     between: Node = FRAMING_SPACE
     if wrapper.framing:
         between = seq(FRAMING_SPACE, optional(Lit(wrapper.framing[0])), FRAMING_SPACE)
-    block = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), FRAMING_SPACE,
-                alt(*map(Lit, wrapper.closers)))
-    return Repeat(block, 1, choice.most, FRAMING_SPACE)
+    inside = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), FRAMING_SPACE)
+    closer = alt(*map(Lit, wrapper.closers))
+    # The last block may be left open: the output's end closes it (DeepSeek V3 and Solar Open
+    # templates write no closer after their calls).
+    last = seq(inside, optional(closer))
+    if choice.most == 1:
+        return last
+    return seq(Repeat(seq(inside, closer, FRAMING_SPACE)), last)
 
 
 def call_openers(spec: FormatSpec) -> tuple[str, ...]:
@@ -245,6 +247,19 @@ def call_openers(spec: FormatSpec) -> tuple[str, ...]:
         return spec.wrappers[0].openers
     return tuple(dict.fromkeys(opener[:len(opener) - envelope.body_lead]
                                for envelope in spec.envelopes for opener in envelope.openers))
+
+
+def _body(kind: object, tools: Tools, choice: Choice) -> Node | None:
+    """An envelope body of this kind holding calls of the chosen tools (several, for a list kind,
+    when `choice` allows more than one); None when the kind has no layout."""
+    if isinstance(kind, CallLayout):
+        calls = alt(*(kind.call_grammar(name, parameters_of(tools, name)) for name in choice.names))
+        return kind.body_grammar(calls, choice.most is None and kind.calls_per_envelope() is None)
+    layouts = getattr(kind, "layouts", None)
+    if layouts is None:
+        return None
+    bodies = [body for body in (_body(chosen, tools, choice) for chosen in layouts()) if body is not None]
+    return alt(*bodies) if bodies else None
 
 
 def mark_special(node: Node, special: Sequence[str]) -> Node:
