@@ -20,6 +20,7 @@ The nodes are frozen dataclasses and mean the same thing in every syntax:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -151,6 +152,10 @@ class CallLayout(Protocol):
     `calls_per_envelope()` is how many calls one envelope can hold: 1, or None for no bound (a list
     kind), so the assembly knows whether several calls need several envelopes.
 
+    A kind that chooses among other kinds by how the body begins (`first_character`) implements
+    `layouts()` instead, the kinds it may choose (each a `CallLayout`): an envelope's body is then
+    any one of theirs.
+
     Delimiters are written as `Lit`: the assembly turns the format's special tokens
     (`FormatSpec.special`) into `Special` wherever they occur, so a kind need not know them.
     Wrappers, separators between envelopes, reasoning and content are the assembly's
@@ -219,3 +224,23 @@ def any_of(variants: list[dict[str, Any]]) -> dict[str, Any]:
             defs.setdefault(key, {}).update(variant.get(key, {}))
         bare.append({k: v for k, v in variant.items() if k not in _DEFINITIONS})
     return {"anyOf": bare, **{key: found for key, found in defs.items() if found}}
+
+
+_PLACES = {"{id}": Regex(r"[A-Za-z0-9_-]{1,64}"), "{index}": Regex(r"[0-9]{1,4}")}
+
+
+def from_template(template: str, name: str, parameters: Mapping[str, Any]) -> Node:
+    """A call written by a declared template: `{name}` is the tool name, `{arguments}` the JSON
+    arguments (JSON whitespace around them), `{id}` a model-written id (letters, digits, `_`, `-`),
+    `{index}` a call number; the rest is literal (`functions.{name}:{index}<|tool_call_argument_begin|>{arguments}`)."""
+    parts: list[Node] = []
+    for piece in re.split(r"(\{name\}|\{arguments\}|\{id\}|\{index\})", template):
+        if piece == "{name}":
+            parts.append(Lit(name))
+        elif piece == "{arguments}":
+            parts += [SPACE, Json(parameters), SPACE]
+        elif piece in _PLACES:
+            parts.append(_PLACES[piece])
+        else:
+            parts.append(Lit(piece))
+    return seq(*parts)

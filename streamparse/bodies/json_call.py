@@ -355,27 +355,29 @@ class JsonCall:
     # ----------------------------------------------------------------- the layout (grammar_ir.CallLayout)
 
     def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> grammar_ir.Node:
-        """One call object: the name under the first name key and the arguments under the first
-        argument key (under any one of them where the format declares its `call_keys`: Llama
-        writes `parameters`, others `arguments`), an optional id under the
+        """One call object: the name under the first name key and the arguments under any one of the
+        argument keys, an optional id under the
         first id key and, where the format reads one, an optional `"type": "function"`; or
         `{"NAME": {arguments}}` for a format named by key. No other member."""
         if self.named_by_key:
             return Json(exact_object({name: parameters}, (name,)))
-        # Every argument key the format reads where it declares its keys (Llama), else the first.
-        keys = [key for key in self.argument_keys if key in self.call_keys] or self.argument_keys[:1]
-        variants = []
-        for position, key in enumerate(keys):
-            at = "#" if len(keys) == 1 else f"#/anyOf/{position}"
+        # Every argument key the format reads (Hermes writes `arguments`, Llama and Command R7B `parameters`).
+        keys = [key for key in self.argument_keys if not self.call_keys or key in self.call_keys]
+        variants: list[tuple[dict[str, Any], tuple[str, ...]]] = []
+        for key in keys:
             members: dict[str, Any] = {}
             if "type" in self.call_keys:
                 members["type"] = {"const": "function"}
             members[self.name_keys[0]] = {"const": name}
             members[key] = parameters
-            if self.id_keys:
-                members[self.id_keys[0]] = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
-            variants.append(exact_object(members, (self.name_keys[0], key), at))
-        return Json(any_of(variants))
+            variants.append((members, (self.name_keys[0], key)))
+        if self.id_keys:  # an id may come first (Command R7B) or last (Mistral)
+            written_id = {self.id_keys[0]: {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}}
+            variants = [(order, required) for members, required in variants
+                        for order in ({**written_id, **members}, {**members, **written_id})]
+        placed = [exact_object(members, required, "#" if len(variants) == 1 else f"#/anyOf/{position}")
+                  for position, (members, required) in enumerate(variants)]
+        return Json(any_of(placed))
 
     def body_grammar(self, calls: grammar_ir.Node, many: bool) -> grammar_ir.Node:
         """A lone call object; for `call_list`, a JSON list of one (or, `many`, one or more); for

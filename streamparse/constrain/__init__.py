@@ -14,16 +14,18 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from ..grammar_ir import GrammarUnsupported
+from ..grammar_ir import SPACE, GrammarUnsupported, seq
 from ..registry import get_format
 from ..validation import Tools
-from .assemble import Choice, choice_of, output_grammar
+from .assemble import Choice, call_openers, choice_of, output_grammar
+from .gbnf import gbnf
 from .lark import lark
 from .structural_tag import structural_tag
 
 SYNTAXES = ("structural_tag", "lark", "gbnf")
+WORD_TRIGGER = 1  # llama.cpp's COMMON_GRAMMAR_TRIGGER_TYPE_WORD, as its server reads `grammar_triggers`
 
-__all__ = ["SYNTAXES", "GrammarUnsupported", "grammar_for"]
+__all__ = ["SYNTAXES", "GrammarUnsupported", "grammar_for", "grammar_triggers"]
 
 
 def _tools(tools: Sequence[Mapping[str, Any]] | Tools | None) -> Tools | None:
@@ -58,6 +60,28 @@ def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_ope
         return json.dumps(structural_tag(node), ensure_ascii=False)
     if syntax == "lark":
         return lark(node)
-    from .gbnf import gbnf
-
     return gbnf(node)
+
+
+def grammar_triggers(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
+                     tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
+                     thinking_forced_open: bool = False) -> dict[str, Any]:
+    """llama.cpp server's request fields for the format's GBNF grammar: `grammar`, `grammar_lazy`,
+    `grammar_triggers` (`{"type": 1, "value": WORD}`: a word trigger) and `preserved_tokens`.
+
+    With calls optional ("auto", or allowed_tools in auto mode) the grammar is lazy: the text before a
+    call is free, and the grammar, rooted at the call opener, applies from the first trigger word
+    (the wrapper's or envelope's opener). Otherwise it is the whole-output grammar `grammar_for`
+    gives, applied from the first token, with no triggers."""
+    spec = get_format(format)
+    toolset = _tools(tools)
+    choice = choice_of(tool_choice, toolset, parallel_tool_calls)
+    output = output_grammar(spec, toolset, choice, bool(thinking_forced_open))
+    preserved = list(spec.special)
+    if output.calls is None or not output.calls_optional:
+        grammar = _written(spec.name, toolset, choice, bool(thinking_forced_open), "gbnf")
+        return {"grammar": grammar, "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": preserved}
+    words = call_openers(spec)
+    return {"grammar": gbnf(seq(output.calls, SPACE)), "grammar_lazy": True,
+            "grammar_triggers": [{"type": WORD_TRIGGER, "value": word} for word in words],
+            "preserved_tokens": preserved}

@@ -104,30 +104,56 @@ def choice_of(tool_choice: object, tools: Tools | None, parallel_tool_calls: boo
 
 
 def parameters_of(tools: Tools, name: str) -> Mapping[str, Any]:
-    """The tool's parameters schema, `{"type": "object"}` when it gave none (or an empty one)."""
+    """The tool's parameters schema, `{"type": "object"}` when it gave none (or an empty one), with
+    `null` allowed for every property its object does not require: the tools check reads such a null
+    as "not given" (`validation._optional_null`), so the grammar takes it too."""
     schema = tools.schema(name)
     if schema is True or not schema:
         return {"type": "object"}
     if schema is False:
         raise GrammarUnsupported(f"tool {name!r} has the parameters schema false: no call of it can be valid")
-    return dict(schema)
+    return _optional_nullable(schema)  # type: ignore[no-any-return]
+
+
+_NULL = {"type": "null"}
+
+
+def _optional_nullable(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_optional_nullable(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {key: _optional_nullable(value) for key, value in schema.items() if key != "properties"}
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        required = schema.get("required", ())
+        out["properties"] = {key: (sub if key in required or sub is True else {"anyOf": [sub, _NULL]})
+                             for key, sub in ((k, _optional_nullable(v)) for k, v in properties.items())}
+    return out
 
 
 @dataclass(frozen=True)
 class Output:
     """A format's output in its parts: what `tool_choice` allows before the calls (`lead`: reasoning
-    and content, or reasoning only), the calls (None: no call is allowed), and how it ends."""
+    and content, or reasoning only), the calls (None: no call is allowed), whether they may be left
+    out, an unclosed reasoning block that calls may follow directly (formats whose call opener ends
+    reasoning), and what may close the output (trailing framing such as GigaChat's stop marker)."""
 
     lead: Node
     calls: Node | None
     calls_optional: bool
+    open_reasoning: Node | None = None
+    end: Node = EMPTY
 
     @property
     def whole(self) -> Node:
         if self.calls is None:
-            return self.lead
+            return seq(self.lead, self.end)
         tail = seq(self.calls, FRAMING_SPACE)
-        return seq(self.lead, optional(tail) if self.calls_optional else tail)
+        out = seq(self.lead, optional(tail) if self.calls_optional else tail)
+        if self.open_reasoning is not None:
+            out = alt(out, seq(self.open_reasoning, tail))
+        return seq(out, self.end)
 
 
 def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
@@ -136,27 +162,47 @@ def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinki
         from .layouts_messages import messages_output  # (it builds on this module's pieces)
 
         return messages_output(spec, tools, choice)
-    reasoning = _reasoning(spec, thinking_forced_open)
-    content = Text(content_stops(spec))
+    forced = spec.reasoning_always_open or (thinking_forced_open and not spec.ignores_forced_open)
+    reasoning = _reasoning(spec, forced)
+    content = _content(spec)
+    end = optional(alt(*map(Lit, spec.trailing_framing))) if spec.trailing_framing else EMPTY
+    mark = spec.special
     if choice.mode == "none" or not choice.names or tools is None:
-        return Output(mark_special(seq(reasoning, content), spec.special), None, False)
-    calls = mark_special(_calls(spec, tools, choice), spec.special)
-    if choice.mode == "auto":
-        return Output(mark_special(seq(reasoning, content), spec.special), calls, True)
-    return Output(mark_special(seq(reasoning, FRAMING_SPACE), spec.special), calls, False)
+        return Output(mark_special(seq(reasoning, content), mark), None, False, end=mark_special(end, mark))
+    calls = mark_special(_calls(spec, tools, choice), mark)
+    open_reasoning = None
+    if spec.calls_end_reasoning and spec.reasoning:
+        stops = tuple(dict.fromkeys((*(closer for _, closer in spec.reasoning), *spec.call_openers)))
+        opened = alt(*(Lit(opener) for opener, _ in spec.reasoning))
+        open_reasoning = mark_special(Text(stops) if forced else seq(opened, Text(stops)), mark)
+    lead = seq(reasoning, content) if choice.mode == "auto" else seq(reasoning, FRAMING_SPACE)
+    return Output(mark_special(lead, mark), calls, choice.mode == "auto", open_reasoning, mark_special(end, mark))
 
 
 def content_stops(spec: FormatSpec) -> tuple[str, ...]:
-    """What content may not hold: every delimiter the format reads, and its reserved strings."""
+    """What content text may not hold: every delimiter the format reads, and its reserved strings."""
     return tuple(dict.fromkeys((*spec.delimiters, *spec.reserved)))
 
 
-def _reasoning(spec: FormatSpec, thinking_forced_open: bool) -> Node:
+def _content(spec: FormatSpec) -> Node:
+    """Content: text, with the format's framing markers between pieces of it (they are dropped:
+    Command R7B's `<|START_RESPONSE|>`); where the format frames the answer after reasoning
+    (Granite's `<response>…</response>`), also the framed answer."""
+    text: Node = Text(content_stops(spec))
+    framing = [marker for marker in spec.framing if marker not in spec.call_openers]
+    if framing:
+        text = seq(text, Repeat(seq(alt(*map(Lit, framing)), text)))
+    if spec.framing_after_reasoning is None:
+        return text
+    opener, closer = spec.framing_after_reasoning
+    return alt(text, seq(Lit(opener), text, optional(seq(Lit(closer), text))))
+
+
+def _reasoning(spec: FormatSpec, forced: bool) -> Node:
     if not spec.reasoning:
         return EMPTY
     # Where a call opener ends reasoning, reasoning cannot hold one.
     also = spec.call_openers if spec.calls_end_reasoning else ()
-    forced = spec.reasoning_always_open or (thinking_forced_open and not spec.ignores_forced_open)
     if forced:
         inside = alt(*(seq(Text((closer, *also)), Lit(closer)) for _, closer in spec.reasoning))
         return optional(inside) if spec.forced_reasoning_needs_closer else inside
@@ -167,20 +213,17 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     """One or more calls (at most `choice.most`), in the format's envelopes and wrapper."""
     if spec.anchors and not spec.envelopes:
         raise GrammarUnsupported(f"format {spec.name!r} anchors its calls by position; that layout is not written yet")
-    many = choice.most is None
     envelopes: list[Node] = []
     unlaid: list[str] = []
     for envelope in spec.envelopes:
-        kind = envelope.body
-        if not isinstance(kind, CallLayout):
-            unlaid.append(type(kind).__name__)
+        body = _body(envelope.body, tools, choice)
+        if body is None:
+            unlaid.append(type(envelope.body).__name__)
             continue
-        alternatives = alt(*(kind.call_grammar(name, parameters_of(tools, name)) for name in choice.names))
-        opener = envelope.openers[0]
-        if envelope.body_lead:  # the opener's last characters are the body's own start (`functools[`)
-            opener = opener[:-envelope.body_lead]
-        list_kind = kind.calls_per_envelope() is None
-        envelopes.append(seq(Lit(opener), kind.body_grammar(alternatives, many and list_kind)))
+        # Every spelling the format reads (GigaChat 3 and 3.1 open calls differently); the opener's
+        # last `body_lead` characters are the body's own start (`functools[`).
+        openers = alt(*(Lit(opener[:len(opener) - envelope.body_lead]) for opener in envelope.openers))
+        envelopes.append(seq(openers, body))
     if not envelopes:
         raise GrammarUnsupported(f"format {spec.name!r}: its body kind ({', '.join(unlaid)}) has no layout yet")
     one = alt(*envelopes)
@@ -190,9 +233,35 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     between: Node = FRAMING_SPACE
     if wrapper.framing:
         between = seq(FRAMING_SPACE, optional(Lit(wrapper.framing[0])), FRAMING_SPACE)
-    block = seq(Lit(wrapper.openers[0]), FRAMING_SPACE, Repeat(one, 1, choice.most, between), FRAMING_SPACE,
-                Lit(wrapper.closers[0]))
-    return Repeat(block, 1, choice.most, FRAMING_SPACE)
+    inside = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), FRAMING_SPACE)
+    closer = alt(*map(Lit, wrapper.closers))
+    # The last block may be left open: the output's end closes it (DeepSeek V3 and Solar Open
+    # templates write no closer after their calls).
+    last = seq(inside, optional(closer))
+    if choice.most == 1:
+        return last
+    return seq(Repeat(seq(inside, closer, FRAMING_SPACE)), last)
+
+
+def call_openers(spec: FormatSpec) -> tuple[str, ...]:
+    """The text each constrained call block starts with: the wrapper's opener, or each envelope's."""
+    if spec.wrappers:
+        return spec.wrappers[0].openers
+    return tuple(dict.fromkeys(opener[:len(opener) - envelope.body_lead]
+                               for envelope in spec.envelopes for opener in envelope.openers))
+
+
+def _body(kind: object, tools: Tools, choice: Choice) -> Node | None:
+    """An envelope body of this kind holding calls of the chosen tools (several, for a list kind,
+    when `choice` allows more than one); None when the kind has no layout."""
+    if isinstance(kind, CallLayout):
+        calls = alt(*(kind.call_grammar(name, parameters_of(tools, name)) for name in choice.names))
+        return kind.body_grammar(calls, choice.most is None and kind.calls_per_envelope() is None)
+    layouts = getattr(kind, "layouts", None)
+    if layouts is None:
+        return None
+    bodies = [body for body in (_body(chosen, tools, choice) for chosen in layouts()) if body is not None]
+    return alt(*bodies) if bodies else None
 
 
 def mark_special(node: Node, special: Sequence[str]) -> Node:
