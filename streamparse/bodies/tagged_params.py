@@ -178,11 +178,14 @@ class TaggedParams:
         for word, value in self._values(schema, root):
             by_word.setdefault(word, []).append(value)
         framing = Lit("\n") if self.framing_newline else EMPTY
+        close = seq(framing, Lit(self.param_close))
         options = []
         for word, values in by_word.items():
             self._check_writable("param_head", self.param_form, {"key": key, "type": word or ""})
             head = self._form(self.param_form, key=Lit(self._attribute(key)), type=Lit(word or ""))
-            options.append(seq(Lit(self.param_open), head, framing, alt(*values), framing, Lit(self.param_close)))
+            # The closing tag in each alternative: a raw text is then always followed by its own stop
+            # (what llguidance's lazy lexeme needs).
+            options.append(seq(Lit(self.param_open), head, framing, alt(*(seq(value, close) for value in values))))
         return alt(*options)
 
     def _values(self, schema: Any, root: Mapping[str, Any]) -> list[tuple[str | None, GrammarNode]]:

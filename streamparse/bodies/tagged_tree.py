@@ -250,9 +250,11 @@ class TaggedTree:
             raise GrammarUnsupported("the tool's schema nests too deep (or refers to itself) for a tagged tree")
         if key != key.strip() or not _KEY.fullmatch(key):
             raise GrammarUnsupported(f"the parameter name {key!r} cannot be written as a tag name; rename it")
-        return seq(Lit(f"{self.prefix}<{key}>"), self._inside(schema, root, depth), Lit(f"{self.prefix}</{key}>"))
+        close = Lit(f"{self.prefix}</{key}>")  # in each alternative: a raw text is followed by its stop
+        insides = self._inside(schema, root, depth)
+        return seq(Lit(f"{self.prefix}<{key}>"), alt(*(seq(inside, close) for inside in insides)))
 
-    def _inside(self, schema: Any, root: Mapping[str, Any], depth: int) -> GrammarNode:
+    def _inside(self, schema: Any, root: Mapping[str, Any], depth: int) -> list[GrammarNode]:
         types = schema_types(schema, root=root)
         options: list[GrammarNode] = []
         if not types or "string" in types:
@@ -276,7 +278,7 @@ class TaggedTree:
         others = types - {"string"}
         if others:
             options.append(Json(with_definitions(_only(schema, others), root)))
-        return alt(*options)
+        return options
 
 
 def _only(schema: Any, types: set[str]) -> Any:

@@ -14,6 +14,7 @@ writes one message per call, up to `parallel_tool_calls`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,7 +36,7 @@ def messages_output(spec: FormatSpec, tools: Tools | None, choice: Choice) -> Ou
     if layout is None:
         raise GrammarUnsupported(f"format {spec.name!r} writes headed messages but declares no MessageLayout")
     stops = tuple(dict.fromkeys((*messages.openers, *messages.terminators, *spec.special)))
-    writer = _Writer(layout, stops, messages.openers)
+    writer = _Writer(layout, stops)
     calls = choice.mode != "none" and bool(choice.names) and tools is not None
     after_reasoning: dict[bool, Node] = {}
     for first in (True, False):
@@ -60,9 +61,8 @@ def _stop(token: str) -> Node:
 
 
 class _Writer:
-    def __init__(self, layout: MessageLayout, stops: tuple[str, ...], openers: tuple[str, ...]) -> None:
+    def __init__(self, layout: MessageLayout, stops: tuple[str, ...]) -> None:
         self._layout, self._stops = layout, stops
-        self._lead = tuple(dict.fromkeys(opener[0] for opener in openers))
 
     def header(self, text: str, first: bool) -> Node:
         return Lit(text.removeprefix(self._layout.prompt_wrote) if first else text)
@@ -80,8 +80,14 @@ class _Writer:
         next header (Functionary's `>`), or the header would read from there."""
         if self._layout.end:
             return Text(self._stops)
-        last = "".join(dict.fromkeys("\\" + char if char in "\\]^-[" else char for char in self._lead))
-        return optional(seq(Text(self._stops), Regex(f"[^{last}]")))
+        if len(self._stops) != 1 or len(set(self._stops[0])) != 1:
+            raise GrammarUnsupported("a message body with no terminator must end before one repeated-character opener")
+        # Text without the opener (a run of one character, `>>>`) that does not end in its character:
+        # each shorter run of it is followed by another character.
+        opener = self._stops[0]
+        char = re.escape(opener[0])
+        runs = "|".join(f"{char * count}[^{char}]" for count in range(len(opener)))
+        return Regex(f"(?:{runs})*")
 
     def calls(self, first: bool, tools: list[tuple[str, Mapping[str, Any]]], most: int | None, *,
               preamble: bool) -> Node:
