@@ -330,3 +330,25 @@ def test_a_top_level_union_of_parameter_shapes_has_no_xml_layout() -> None:
         "anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}]}}}]
     with pytest.raises(GrammarUnsupported, match="top-level 'anyOf'"):
         streamparse.grammar_for("glm45", tools)
+
+
+@pytest.mark.parametrize(("fmt", "empty", "invented"), [
+    ("gemma4", "<|tool_call>call:ping{}<tool_call|>", '<|tool_call>call:ping{a:<|"|>x<|"|>}<tool_call|>'),
+    ("qwen3_coder", "<function=ping>\n</function>", "<function=ping>\n<parameter=a>\nx\n</parameter>\n</function>"),
+])
+def test_a_tool_whose_schema_names_no_properties_is_called_with_no_arguments(fmt: str, empty: str,
+                                                                            invented: str) -> None:
+    spec = get_format(fmt)
+    tools = [{"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}}]
+    grammar = envelope_grammar(spec, spec.envelopes[0], tools)
+    assert accepts("structural_tag", grammar, empty, spec)
+    assert not accepts("structural_tag", grammar, invented, spec)
+
+
+def test_harmony_may_write_the_stop_token_that_ends_the_output() -> None:
+    tools = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    tag = streamparse.grammar_for("gpt_oss", tools)
+    assert isinstance(tag, dict)
+    call = " to=functions.get_time<|channel|>commentary json<|message|>{}"
+    assert structural_tag_accepts(tag, call) and structural_tag_accepts(tag, call + "<|call|>")
+    assert not structural_tag_accepts(tag, call + "<|return|>")

@@ -77,10 +77,13 @@ class ObjectLiteral:
     def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> GrammarNode:
         """`call:NAME{…}` with the arguments as the template's `format_argument` writes them: keys
         bare and sorted (`dictsort`), strings between two quote tokens, raw; `true`/`false`, `None`,
-        numbers; each value's shape from its schema (`LiteralLayout`)."""
+        numbers; each value's shape from its schema (`LiteralLayout`). A tool whose schema names no
+        properties is called with no arguments, as in the other kinds (`argument_layout`)."""
         if "{" in name or name != name.strip() or not name:
             raise GrammarUnsupported(f"the tool name {name!r} cannot be written in a {self.call_tag} call "
                                      "(the name runs to the first '{'); rename it")
+        if not parameters.get("properties") and not any(key in parameters for key in ("anyOf", "oneOf", "$ref")):
+            return Lit(f"call:{name}{{}}")  # a tool whose schema names no properties: no arguments
         return seq(Lit(f"call:{name}"), LiteralLayout(self.quote, parameters).value(parameters, 0))
 
     def body_grammar(self, calls: GrammarNode, many: bool) -> GrammarNode:
