@@ -102,15 +102,16 @@ class FirstCharacter:
         return True, None
 
 
-@cache
-def _compiled(pattern: str) -> Any:
-    return regex.compile(pattern)
-
     # ----------------------------------------------------------------- the layout (grammar_ir)
 
     def layouts(self) -> tuple[CallLayout, ...]:
         """The kinds this one chooses among that describe their layout (`grammar_ir.CallLayout`)."""
         return tuple(kind for _, kind in self.choices if isinstance(kind, CallLayout))
+
+
+@cache
+def _compiled(pattern: str) -> Any:
+    return regex.compile(pattern)
 
 
 

@@ -36,30 +36,35 @@ def _tools(tools: Sequence[Mapping[str, Any]] | Tools | None) -> Tools | None:
 
 def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
                 tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
-                thinking_forced_open: bool = False, syntax: str = "structural_tag") -> dict[str, Any] | str:
+                thinking_forced_open: bool = False, syntax: str = "structural_tag",
+                token_ids: Mapping[str, int] | None = None) -> dict[str, Any] | str:
     """The grammar of what the model of `format` may write, its calls limited by `tool_choice`.
 
     `syntax`: "structural_tag" (a dict, xgrammar's structural tag for vLLM and SGLang), "lark" (a
     str for llguidance) or "gbnf" (a str for llama.cpp; `grammar_triggers` gives the request fields
-    that go with it). Raises `ValueError` for an unknown format, syntax or tool, or a bad
+    that go with it). `token_ids`: for "lark", the ids of the format's special tokens whose text is
+    not in angle brackets (Mistral's `[TOOL_CALLS]`), which Lark can only name by id.
+    Raises `ValueError` for an unknown format, syntax or tool, or a bad
     `tool_choice`; `GrammarUnsupported` (a `ValueError`) where the format's layout has no grammar."""
     if syntax not in SYNTAXES:
         raise ValueError(f"syntax must be one of {', '.join(SYNTAXES)}; got {syntax!r}")
     spec = get_format(format)
     toolset = _tools(tools)
     choice = choice_of(tool_choice, toolset, parallel_tool_calls)
-    written = _written(spec.name, toolset, choice, bool(thinking_forced_open), syntax)
+    ids = tuple(sorted(token_ids.items())) if token_ids else ()
+    written = _written(spec.name, toolset, choice, bool(thinking_forced_open), syntax, ids)
     return json.loads(written) if syntax == "structural_tag" else written
 
 
 @lru_cache(maxsize=256)
-def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_open: bool, syntax: str) -> str:
+def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_open: bool, syntax: str,
+             token_ids: tuple[tuple[str, int], ...] = ()) -> str:
     """The grammar text, built once per format, tool list, choice and syntax (a structural tag as JSON)."""
     node = output_grammar(get_format(name), tools, choice, thinking_forced_open).whole
     if syntax == "structural_tag":
         return json.dumps(structural_tag(node), ensure_ascii=False)
     if syntax == "lark":
-        return lark(node)
+        return lark(node, dict(token_ids))
     return gbnf(node)
 
 

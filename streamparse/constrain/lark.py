@@ -1,8 +1,10 @@
 """The IR as a Lark grammar for llguidance (`llguidance.grammar_from("lark", text)`; vLLM's and
 SGLang's llguidance backends, llama.cpp built with llguidance through `%llguidance {}`).
 
-`Lit` is a string, `Special` the token form `<|...|>` (the token must be a special token of the
-tokenizer the grammar is compiled with), `Json` a `%json {...}` rule, `Regex` a `/.../` terminal,
+`Lit` is a string, `Special` the token form: `<|...|>` as written for a token whose text is in angle
+brackets, `<[ID]>` by its id for any other (Mistral's `[TOOL_CALLS]`: the ids come from the caller,
+`token_ids`); the token must be a special token of the tokenizer the grammar is compiled with;
+`Json` a `%json {...}` rule, `Regex` a `/.../` terminal,
 and `Text` a terminal built with llguidance's regex negation: any text `&` not text holding a stop,
 `/(?s:.*)/ & ~/(?s:.*)(stop|...)(?s:.*)/`; `Seq`, `Alt` and `Repeat` are rule expressions.
 
@@ -16,8 +18,9 @@ text is split by its first literal (`leading`) so that each way on gets its own 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
-from ..grammar_ir import EMPTY, Alt, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, seq
+from ..grammar_ir import EMPTY, Alt, GrammarUnsupported, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, seq
 from .terms import ExpressionWriter
 
 _META = set("\\.+*?()|[]{}^$#&-~/")
@@ -34,7 +37,8 @@ def _control(char: str) -> str:
 
 
 class _Writer(ExpressionWriter):
-    def __init__(self) -> None:
+    def __init__(self, token_ids: Mapping[str, int]) -> None:
+        self._token_ids = token_ids
         self.rules: list[str] = []
         self._named: dict[tuple[str, str], str] = {}
         self._split: dict[Node, str] = {}
@@ -78,8 +82,7 @@ class _Writer(ExpressionWriter):
         if isinstance(node, Lit):
             return json.dumps(node.text, ensure_ascii=False) if node.text else '""'
         if isinstance(node, Special):
-            return node.text if node.text.startswith("<") and node.text.endswith(">") \
-                else json.dumps(node.text, ensure_ascii=False)
+            return _token(node.text, self._token_ids)
         if isinstance(node, Json):
             return self.name("json", "%json " + json.dumps(node.schema, ensure_ascii=False))
         if isinstance(node, Text):
@@ -116,8 +119,17 @@ def leading(node: Node) -> list[tuple[str | None, Node]]:
     return [(None, EMPTY)] if isinstance(node, Repeat) else [(None, node)]
 
 
-def lark(node: Node) -> str:
+def _token(text: str, token_ids: Mapping[str, int]) -> str:
+    if text in token_ids:
+        return f"<[{token_ids[text]}]>"
+    if text.startswith("<") and text.endswith(">") and not any(char.isspace() for char in text):
+        return text
+    raise GrammarUnsupported(f"the special token {text!r} has no Lark form without its id: pass "
+                             f"token_ids={{{text!r}: ID, ...}} with the ids of the model's tokenizer")
+
+
+def lark(node: Node, token_ids: Mapping[str, int] | None = None) -> str:
     """The Lark grammar whose `start` rule is `node`."""
-    writer = _Writer()
+    writer = _Writer(token_ids or {})
     start = writer.expression(node)
     return "\n".join([f"start: {start}", *writer.rules]) + "\n"
