@@ -249,6 +249,11 @@ TOOLS = [
     {"type": "function", "function": {"name": "list_calendars", "parameters": {"type": "object", "properties": {}}}},
 ]
 _TEXTS = ["", "plain", "two\nlines\n", " spaced ", "a<b", "{x}: [y]", "café 🚀", "\\n \"q\""]
+# Raw texts may also hold delimiters of other places (a raw value is data up to its own stop; a JSON
+# string holding the call's closer would be cut there, see docs/grammars.md), unless the format
+# declares them special tokens, which a model writes as tokens, not as text.
+_RAW_TEXTS = [*_TEXTS, "</tool_call><tool_call> <function=f>", "<think>x</think>", "]<]minimax[>[", '<|"|>',
+              "<|sep|>"]
 
 
 def json_value(schema: Any, rng: random.Random) -> Any:
@@ -281,25 +286,26 @@ _PATTERN_SAMPLES = {r"\n?": ["", "\n"], r"[1-9][0-9]{0,3}": ["1", "27"], r"-?(0|
                     r"[A-Za-z_][A-Za-z0-9_]{0,63}": ["k", "key_2"], r"[ \t\r\n]{0,16}": ["", "\n"]}
 
 
-def sample(node: Node, rng: random.Random) -> str:
-    """A random text of the grammar `node` (every pattern the layouts write has its samples above)."""
+def sample(node: Node, rng: random.Random, special: tuple[str, ...] = ()) -> str:
+    """A random text of the grammar `node` (every pattern the layouts write has its samples above);
+    raw texts hold none of the `special` tokens."""
     if isinstance(node, (Lit, Special)):
         return node.text
     if isinstance(node, Json):
         return json.dumps(json_value(node.schema, rng), ensure_ascii=False)
     if isinstance(node, Text):
-        return rng.choice([text for text in _TEXTS if not any(stop in text for stop in node.stops)])
+        return rng.choice([text for text in _RAW_TEXTS if not any(stop in text for stop in (*node.stops, *special))])
     if isinstance(node, Regex):
         return rng.choice(_PATTERN_SAMPLES[node.pattern]) if node.pattern in _PATTERN_SAMPLES \
             else rng.choice("abcxyz") if node.pattern.startswith("[^") else ""
     if isinstance(node, Seq):
-        return "".join(sample(item, rng) for item in node.items)
+        return "".join(sample(item, rng, special) for item in node.items)
     if isinstance(node, Alt):
-        return sample(rng.choice(node.options), rng)
+        return sample(rng.choice(node.options), rng, special)
     assert isinstance(node, Repeat)
     count = rng.randint(node.min, node.max if node.max is not None else node.min + 2)
-    separator = "" if node.separator is None else sample(node.separator, rng)
-    return separator.join(sample(node.item, rng) for _ in range(count))
+    separator = "" if node.separator is None else sample(node.separator, rng, special)
+    return separator.join(sample(node.item, rng, special) for _ in range(count))
 
 
 @pytest.mark.parametrize(("fmt", "engine"), format_engines())
@@ -308,7 +314,7 @@ def test_generated_calls_are_accepted_by_the_engines_and_the_parser(fmt: str, en
     spec = get_format(fmt)
     envelope = spec.envelopes[0]
     grammar = envelope_grammar(spec, envelope, TOOLS)
-    text = sample(grammar, rng)
+    text = sample(grammar, rng, tuple(spec.special))
     assert accepts(engine, grammar, text, spec), text
     message = streamparse.parse(text, format=fmt, tools=TOOLS)
     assert message.rejected == [] and message.tool_calls, text
