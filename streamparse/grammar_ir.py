@@ -244,3 +244,17 @@ def from_template(template: str, name: str, parameters: Mapping[str, Any]) -> No
         else:
             parts.append(Lit(piece))
     return seq(*parts)
+
+
+def ordered_members(members: list[tuple[Node, bool]], separator: Node) -> Node:
+    """Members in this order, each (member, required): an optional one may be left out, and
+    `separator` stands between two that are written. Size: O(n²) nodes for n members."""
+    after: Node = EMPTY  # the members from i on, each after a separator
+    first: Node | None = None  # the members from i on, the first with no separator (None: none can be)
+    for member, required in reversed(members):
+        start = seq(member, after)
+        skippable = optional(start) if first is None else alt(start, first)
+        first = start if required else skippable
+        later = seq(separator, member)
+        after = seq(later if required else optional(later), after)
+    return EMPTY if first is None else first

@@ -31,7 +31,7 @@ from parsimonious.nodes import Node, NodeVisitor
 from .. import grammar_ir
 from ..calls import arguments_of
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex
-from ..grammar_ir import GrammarUnsupported, Lit, from_template, seq
+from ..grammar_ir import GrammarUnsupported, Lit, alt, from_template, seq
 from ..json_reader import ObjectText
 from ..scanning import TOP, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of, whole_value
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
@@ -370,8 +370,9 @@ class HeaderJson:
     # The marker written before the arguments, named in error messages about them (`[ARGS]`).
     arguments_marker: str = ""
     # How a call is written, for grammars (`grammar_ir.from_template`): `{name}`, `{arguments}`,
-    # `{id}`, `{index}` and literal text (DeepSeek V3.1: `{name}<｜tool▁sep｜>{arguments}`).
-    layout: str = ""
+    # `{id}`, `{index}` and literal text (DeepSeek V3.1: `{name}<｜tool▁sep｜>{arguments}`); one of
+    # these templates, where the format writes several.
+    layout: tuple[str, ...] = ()
 
     @property
     def value_reader(self) -> ValueReader:
@@ -397,10 +398,10 @@ class HeaderJson:
     # ----------------------------------------------------------------- the layout (grammar_ir.CallLayout)
 
     def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> grammar_ir.Node:
-        """One call as the format's declared `layout` writes it (`grammar_ir.from_template`)."""
+        """One call as one of the format's declared `layout` templates writes it (`grammar_ir.from_template`)."""
         if not self.layout:
             raise GrammarUnsupported(f"the {self.grammar} calls declare no layout")
-        return from_template(self.layout, name, parameters)
+        return alt(*(from_template(template, name, parameters) for template in self.layout))
 
     def body_grammar(self, calls: grammar_ir.Node, many: bool) -> grammar_ir.Node:
         """One call, then the envelope's first closer (none where the envelope ends with the object)."""

@@ -44,7 +44,7 @@ from parsimonious.nodes import Node, NodeVisitor
 from .. import grammar_ir
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
-from ..grammar_ir import SPACE, Json, Lit, Repeat, any_of, exact_object, seq
+from ..grammar_ir import SPACE, Json, Lit, Repeat, alt, any_of, exact_object, seq
 from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
@@ -385,7 +385,7 @@ class JsonCall:
         body: grammar_ir.Node = calls
         if self.call_list:
             items = Repeat(calls, 1, None if many else 1, seq(SPACE, Lit(","), SPACE))
-            body = seq(Lit("["), SPACE, items, SPACE, Lit("]"))
+            body = alt(seq(Lit("["), SPACE, items, SPACE, Lit("]")), calls)  # a bare object is a list of one
         elif self.separated and many:
             body = Repeat(calls, 1, None, Lit("\n"))
         return seq(SPACE, body, SPACE, Lit(self.closers[0])) if self.closers else body

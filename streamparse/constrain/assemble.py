@@ -144,13 +144,15 @@ class Output:
     calls_optional: bool
     open_reasoning: Node | None = None
     end: Node = EMPTY
+    content: Node = FRAMING_SPACE
 
     @property
     def whole(self) -> Node:
         if self.calls is None:
             return seq(self.lead, self.end)
         tail = seq(self.calls, FRAMING_SPACE)
-        out = seq(self.lead, optional(tail) if self.calls_optional else tail)
+        # With calls optional, content may follow them too (LFM2 writes its answer after the call).
+        out = seq(self.lead, optional(seq(self.calls, self.content)) if self.calls_optional else tail)
         if self.open_reasoning is not None:
             out = alt(out, seq(self.open_reasoning, tail))
         return seq(out, self.end)
@@ -175,13 +177,21 @@ def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinki
         stops = tuple(dict.fromkeys((*(closer for _, closer in spec.reasoning), *spec.call_openers)))
         opened = alt(*(Lit(opener) for opener, _ in spec.reasoning))
         open_reasoning = mark_special(Text(stops) if forced else seq(opened, Text(stops)), mark)
-    lead = seq(reasoning, content) if choice.mode == "auto" else seq(reasoning, FRAMING_SPACE)
-    return Output(mark_special(lead, mark), calls, choice.mode == "auto", open_reasoning, mark_special(end, mark))
+    lead = seq(reasoning, content) if choice.mode == "auto" else seq(reasoning, FRAMING_SPACE, _framing(spec))
+    return Output(mark_special(lead, mark), calls, choice.mode == "auto", open_reasoning, mark_special(end, mark),
+                  mark_special(content, mark))
 
 
 def content_stops(spec: FormatSpec) -> tuple[str, ...]:
     """What content text may not hold: every delimiter the format reads, and its reserved strings."""
     return tuple(dict.fromkeys((*spec.delimiters, *spec.reserved)))
+
+
+def _framing(spec: FormatSpec) -> Node:
+    """Framing markers alone, whitespace after each: what may stand before required calls
+    (Solar Open's `<|begin|>assistant` after reasoning)."""
+    framing = [marker for marker in spec.framing if marker not in spec.call_openers]
+    return Repeat(seq(alt(*map(Lit, framing)), FRAMING_SPACE)) if framing else EMPTY
 
 
 def _content(spec: FormatSpec) -> Node:
@@ -260,7 +270,12 @@ def _body(kind: object, tools: Tools, choice: Choice) -> Node | None:
     layouts = getattr(kind, "layouts", None)
     if layouts is None:
         return None
-    bodies = [body for body in (_body(chosen, tools, choice) for chosen in layouts()) if body is not None]
+    bodies = []
+    closers = getattr(kind, "closers", ())
+    for chosen in layouts():
+        body = _body(chosen, tools, choice)
+        if body is not None:  # the choosing kind's closer ends a body whose kind has none (LFM2's pythonic list)
+            bodies.append(seq(body, SPACE, Lit(closers[0])) if closers and not getattr(chosen, "closers", ()) else body)
     return alt(*bodies) if bodies else None
 
 

@@ -23,6 +23,9 @@ class _Writer(ExpressionWriter):
         self.rules = RuleSet()
         self.json = JsonRules(self.rules)
 
+    def choice(self, options: str) -> str:
+        return self.rules.name("alt", options)
+
     def leaf(self, node: Node) -> str:
         if isinstance(node, (Lit, Special)):
             return literal(node.text)

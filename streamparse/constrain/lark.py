@@ -69,7 +69,7 @@ class _Writer(ExpressionWriter):
         assert isinstance(text, Text)
         head = [self.expression(before) for before in node.items[:position]]
         ways = [self._text_then(text, first, rest) for first, rest in leading(seq(*node.items[position + 1:]))]
-        return " ".join([*head, "(" + " | ".join(dict.fromkeys(ways)) + ")"])
+        return " ".join([*head, self.choice(" | ".join(dict.fromkeys(ways)))])
 
     def _text_then(self, text: Text, first: str | None, rest: Node) -> str:
         """The text, then `first` fused to it as one lazy lexeme (when there is one), then `rest`."""
@@ -77,6 +77,9 @@ class _Writer(ExpressionWriter):
         if first is not None:
             lexeme = self.name("text_then", f'{lexeme} {json.dumps(first, ensure_ascii=False)}', lazy=True)
         return f"{lexeme} {self.expression(rest)}" if rest != EMPTY else lexeme
+
+    def choice(self, options: str) -> str:
+        return self.name("alt", options)
 
     def leaf(self, node: Node) -> str:
         if isinstance(node, Lit):

@@ -59,12 +59,16 @@ class ExpressionWriter:
         if isinstance(node, Seq):
             return " ".join(self.expression(item) for item in node.items)
         if isinstance(node, Alt):
-            return "(" + " | ".join(self.expression(option) for option in node.options) + ")"
+            return self.choice(" | ".join(self.expression(option) for option in node.options))
         if isinstance(node, Repeat):
             return self._repeat(node)
         return self.leaf(node)
 
     def leaf(self, node: Node) -> str:
+        raise NotImplementedError
+
+    def choice(self, options: str) -> str:
+        """Alternatives: a rule of their own, so that nesting stays shallow (a schema's members)."""
         raise NotImplementedError
 
     def _repeat(self, node: Repeat) -> str:
