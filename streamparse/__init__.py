@@ -42,12 +42,13 @@ __all__ = [
 __version__ = "0.1.0"
 
 _LAZY = {"ChatTemplate": "serve.template", "TemplateRenderError": "serve.template", "PromptPart": "serve.marking",
-         "ControlTokenError": "serve.marking"}
+         "ControlTokenError": "serve.marking", "grammar_for": "constrain", "grammar_triggers": "constrain"}
 _LAZY.update(parse_many="batch.many")  # the batch package (process pools), imported only when used
 
 
 def __getattr__(name: str) -> Any:
-    """`ChatTemplate` and its companions (they need jinja2) and `parse_many`, imported on first use."""
+    """`ChatTemplate` and its companions (they need jinja2, the server extra), `parse_many` and the
+    grammars, imported on first use."""
     if name in _LAZY:
         import importlib
 
