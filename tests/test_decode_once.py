@@ -43,6 +43,7 @@ class _Counting:
             self.read += end - start
             return value
         monkeypatch.setattr(strict_json, "decode_exact", decode_exact)
+        monkeypatch.setattr(json_call, "decode_exact", decode_exact)  # a call list's elements, one by one
         find_end = json_call.value_end
 
         def value_end(text: str, pos: int, end: int) -> int:
@@ -79,7 +80,7 @@ def test_parse_decodes_a_call_body_once(fmt: str, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("fmt", ["granite", "nemotron", "command_r7b"])
 def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The list is read strictly once (jiter); one lighter pass finds where each element but the last ends.
+    # Each element is read strictly once (jiter), over the text it was guessed to be: no second pass.
     calls = [ToolCall(f"call{k}", f"f{k}", {"k": k, "text": "y" * 500}, "") for k in range(3)]
     text = streamparse.render(Message(tool_calls=calls), fmt)
     expected = parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls
@@ -88,7 +89,35 @@ def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.Monke
     assert [call.arguments["k"] for call in expected] == [0, 1, 2]
     sizes = [len(call.arguments_json) for call in expected]
     assert sum(sizes) < counted.read < len(text)  # the list's text, once
-    assert counted.skimmed < sum(sizes[:-1]) + 200
+    assert counted.skimmed == 0
+
+
+@pytest.mark.parametrize("fmt", ["granite", "nemotron"])
+@pytest.mark.parametrize("arguments", [
+    {"items": [{"name": "f1", "k": 1}, {"name": "f1", "k": 2}]},  # nested objects that look like the next call
+    {"text": '}, {"name": "f1", "arguments": {}}'},  # and a string that does
+])
+def test_a_list_element_that_holds_the_next_one_s_opening_is_read_whole(
+        fmt: str, arguments: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A guess of where an element ends is proved by its strict read; a wrong one costs the lighter
+    # pass per element, never a call's text.
+    calls = [ToolCall("call0", "f0", arguments, json.dumps(arguments)), ToolCall("call1", "f1", {"k": 3}, '{"k": 3}')]
+    text = streamparse.render(Message(tool_calls=calls), fmt)
+    message = parse(text, fmt, id_factory=lambda k: f"call{k}")
+    assert [(call.name, call.arguments) for call in message.tool_calls] == [("f0", arguments), ("f1", {"k": 3})]
+    assert [json.loads(call.arguments_json) for call in message.tool_calls] == [arguments, {"k": 3}]
+    assert not message.rejected
+
+
+@pytest.mark.parametrize("fmt", ["granite", "nemotron"])
+def test_list_elements_that_open_with_other_keys_are_each_read(fmt: str) -> None:
+    text = streamparse.render(Message(tool_calls=[ToolCall("c", "f0", {"a": 1}, '{"a": 1}')]), fmt)
+    element = '{"name": "f0", "arguments": {"a": 1}}'
+    swapped = '{"arguments": {"b": [2]}, "name": "f1"}'
+    assert element in text
+    message = parse(text.replace(element, f"{element}, {swapped},{element}"), fmt)
+    assert [(call.name, call.arguments_json) for call in message.tool_calls] == [
+        ("f0", '{"a": 1}'), ("f1", '{"b": [2]}'), ("f0", '{"a": 1}')]
 
 
 def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:

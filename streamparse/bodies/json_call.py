@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from parsimonious.exceptions import ParseError
@@ -45,7 +46,7 @@ from ..grammar import ValueNode, load_grammar, rule_regex
 from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
-from ..strict_json import DECODER, space_back, strict_loads, strict_value, value_end
+from ..strict_json import DECODER, decode_exact, space_back, strict_loads, strict_value, value_end
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -368,14 +369,19 @@ def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
     """The scanner's reader (`scanning.ValueReader`) of a complete top-level value: the members of
     each call object in it (the object, or each object element of a list), as `object_members`
     reads them when the body is parsed; None when that reading fails anywhere (the scanner then
-    only finds where the value ends, and the parse reads the body itself). A list is read by jiter
-    in one pass; where each element but the last ends is found by a lighter pass
-    (`strict_json.value_end`), to cut out its members."""
+    only finds where the value ends, and the parse reads the body itself). A list of call objects
+    is read element by element, each by one strict jiter pass over the text it is guessed to be
+    (`_guessed_elements`); where a guess is wrong, the list is read whole and where each element
+    but the last ends is found by a lighter pass (`strict_json.value_end`)."""
     if text.startswith("{", pos):
         found = object_members(text, pos, limit)
         return None if found is None else ({0: (found[0], found[1] - pos)}, found[1])
     if not text.startswith("[", pos):
         return None
+    return _guessed_elements(text, pos, limit) or _whole_list(text, pos, limit)
+
+
+def _whole_list(text: str, pos: int, limit: int) -> tuple[Read, int]:
     elements, end = strict_value(text, pos, limit)
     read: Read = {}
     at = _skip_space(text, pos + 1)
@@ -386,6 +392,49 @@ def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
             read[at - pos] = (members_of(text, at, stop, element), stop - pos)
         at = _skip_space(text, _skip_space(text, stop) + 1)  # past the comma
     return read, end
+
+
+@lru_cache(maxsize=64)
+def _next_element(first_key: str) -> re.Pattern[str]:
+    """Where a list element may end: `}`, a comma and an object that opens with `first_key` (raw
+    text, quotes included), the next element's start in group 1."""
+    return re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*(\{[ \t\n\r]*" + re.escape(first_key) + r"[ \t\n\r]*:)")
+
+
+def _guessed_elements(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
+    """`call_objects` of the list at `text[pos]` when each element is a call object that opens with
+    the first element's first key: each element is guessed to end before the next `}, {KEY:` (or,
+    the last, before the list's `]` at `limit`) and read strictly by one jiter pass over exactly
+    that text. A guess is proved by that pass (a JSON value ends where its brackets close, so a
+    slice read whole is the element), and the separators by the search; None at the first wrong
+    guess (a nested object that looks like the next element, another first key, text after the
+    list) or refusal. Cost: one strict jiter pass per element, and a search per element for where
+    it may end (C speed) instead of a second pass over each element but the last."""
+    at = _skip_space(text, pos + 1)
+    if not text.startswith("{", at):
+        return None
+    key_at = _skip_space(text, at + 1)
+    key_end = text.find('"', key_at + 1) + 1 if text.startswith('"', key_at) else 0
+    if key_end == 0 or "\\" in text[key_at:key_end]:
+        return None
+    after = _next_element(text[key_at:key_end])
+    closer = space_back(text, at, limit) - 1
+    if not text.startswith("]", closer):
+        return None
+    read: Read = {}
+    while True:
+        found = after.search(text, at, closer)
+        stop = space_back(text, at, closer) if found is None else found.start() + 1
+        try:
+            element = decode_exact(text, at, stop)
+        except ValueError:
+            return None
+        if not isinstance(element, dict):
+            return None
+        read[at - pos] = (members_of(text, at, stop, element), stop - pos)
+        if found is None:
+            return read, closer + 1
+        at = found.start(1)
 
 
 def members_at(body: str, pos: int, start: int, read: Read | None) -> tuple[list[Member], int] | None:
