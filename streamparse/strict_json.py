@@ -210,13 +210,17 @@ def strict_value(text: str, pos: int, limit: int | None = None) -> tuple[Any, in
     `json.JSONDecodeError` (ValueErrors) say why it is not one.
 
     `limit` is where a scanner expects the value to end (a closer, a stop, the end of the body),
-    JSON whitespace allowed before it: the value is then read in one pass by jiter when that is so
-    (and in a second when text follows the value before `limit`). Without it, or where the value
+    JSON whitespace allowed before it: the value is then read in one pass by jiter when that is so,
+    or when an object or list ends at the last `}` or `]` before `limit` (DeepSeek's fence after
+    it); in a second when other text follows the value. Without it, or where the value
     is not that slice, the C decoder finds where it ends (without the strictness hooks) and jiter
     reads exactly that. Cost: one jiter pass over the value, plus one C decoder pass without a
     `limit`; the hooks' decoder runs only to explain a refusal."""
     if limit is not None:
         end = space_back(text, pos, limit)
+        closer = _CLOSER_OF.get(text[pos:pos + 1])
+        if closer is not None and not text.startswith(closer, end - 1):  # text follows the value (a fence)
+            end = max(text.rfind(closer, pos, end) + 1, pos + 1)  # a container ends at its closer: the last one
         try:
             return decode_exact(text, pos, end), end
         except ValueError as error:
@@ -234,6 +238,9 @@ def strict_value(text: str, pos: int, limit: int | None = None) -> tuple[Any, in
         return decode_exact(text, pos, end), end
     except ValueError as error:
         _explain(text, pos, error)
+
+
+_CLOSER_OF = {"{": "}", "[": "]"}
 
 
 class StrictDecoder(json.JSONDecoder):

@@ -39,9 +39,8 @@ class _Counting:
         read = strict_json.decode_exact
 
         def decode_exact(text: str, start: int, end: int, keys_checked: bool = False) -> Any:
-            value = read(text, start, end, keys_checked)
-            self.read += end - start
-            return value
+            self.read += end - start  # a read that fails counts too: jiter went through the text
+            return read(text, start, end, keys_checked)
         monkeypatch.setattr(strict_json, "decode_exact", decode_exact)
         monkeypatch.setattr(json_call, "decode_exact", decode_exact)  # a call list's elements, one by one
         find_end = json_call.value_end
@@ -118,6 +117,20 @@ def test_list_elements_that_open_with_other_keys_are_each_read(fmt: str) -> None
     message = parse(text.replace(element, f"{element}, {swapped},{element}"), fmt)
     assert [(call.name, call.arguments_json) for call in message.tool_calls] == [
         ("f0", '{"a": 1}'), ("f1", '{"b": [2]}'), ("f0", '{"a": 1}')]
+
+
+def test_each_of_llama3_s_bare_call_objects_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An object followed by the next is read up to where that one opens, proved by the read: not
+    # read up to the end of the output and then again up to where jiter said it ended.
+    calls = [{"name": f"f{k}", "parameters": {"k": k, "text": "y" * 500}} for k in range(3)]
+    for separator in ("", "; ", "\n"):
+        text = separator.join(json.dumps(call) for call in calls)
+        counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER)
+        message = parse(text, "llama3_json")
+        assert [(call.name, call.arguments) for call in message.tool_calls] == [
+            (call["name"], call["parameters"]) for call in calls]
+        assert counted.read == sum(len(json.dumps(call)) for call in calls)
+        assert counted.skimmed == 0
 
 
 def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:

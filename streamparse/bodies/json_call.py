@@ -374,7 +374,7 @@ def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
     (`_guessed_elements`); where a guess is wrong, the list is read whole and where each element
     but the last ends is found by a lighter pass (`strict_json.value_end`)."""
     if text.startswith("{", pos):
-        found = object_members(text, pos, limit)
+        found = _guessed_object(text, pos, limit) or object_members(text, pos, limit)
         return None if found is None else ({0: (found[0], found[1] - pos)}, found[1])
     if not text.startswith("[", pos):
         return None
@@ -394,11 +394,45 @@ def _whole_list(text: str, pos: int, limit: int) -> tuple[Read, int]:
     return read, end
 
 
+def _first_key(text: str, at: int) -> str | None:
+    """The raw text (quotes included) of the first key of the object at `text[at]`, when it is
+    written without escapes; else None."""
+    key_at = _skip_space(text, at + 1)
+    if not text.startswith('"', key_at):
+        return None
+    key_end = text.find('"', key_at + 1) + 1
+    return None if key_end == 0 or "\\" in text[key_at:key_end] else text[key_at:key_end]
+
+
 @lru_cache(maxsize=64)
 def _next_element(first_key: str) -> re.Pattern[str]:
     """Where a list element may end: `}`, a comma and an object that opens with `first_key` (raw
     text, quotes included), the next element's start in group 1."""
     return re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*(\{[ \t\n\r]*" + re.escape(first_key) + r"[ \t\n\r]*:)")
+
+
+@lru_cache(maxsize=64)
+def _next_object(first_key: str) -> re.Pattern[str]:
+    """Where a call object followed by another (Llama 3's bare objects, `;` between them or not) may
+    end: `}` before an object that opens with `first_key`."""
+    return re.compile(r"\}(?=[ \t\n\r;]*\{[ \t\n\r]*" + re.escape(first_key) + r"[ \t\n\r]*:)")
+
+
+def _guessed_object(text: str, pos: int, limit: int) -> tuple[list[Member], int] | None:
+    """`object_members` of the call object at `text[pos]` when another call object follows it
+    before `limit` and it ends just before that one (read by one strict jiter pass over exactly its
+    guessed text, which proves the guess); None otherwise. Saves the second pass a read up to
+    `limit` takes to learn where the object ends (`strict_json.strict_value`)."""
+    key = _first_key(text, pos)
+    found = None if key is None else _next_object(key).search(text, pos, limit)
+    if found is None:
+        return None
+    stop = found.end()
+    try:
+        value = decode_exact(text, pos, stop)
+    except ValueError:
+        return None
+    return (members_of(text, pos, stop, value), stop) if isinstance(value, dict) else None
 
 
 def _guessed_elements(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
@@ -411,13 +445,10 @@ def _guessed_elements(text: str, pos: int, limit: int) -> tuple[Read, int] | Non
     list) or refusal. Cost: one strict jiter pass per element, and a search per element for where
     it may end (C speed) instead of a second pass over each element but the last."""
     at = _skip_space(text, pos + 1)
-    if not text.startswith("{", at):
+    key = _first_key(text, at) if text.startswith("{", at) else None
+    if key is None:
         return None
-    key_at = _skip_space(text, at + 1)
-    key_end = text.find('"', key_at + 1) + 1 if text.startswith('"', key_at) else 0
-    if key_end == 0 or "\\" in text[key_at:key_end]:
-        return None
-    after = _next_element(text[key_at:key_end])
+    after = _next_element(key)
     closer = space_back(text, at, limit) - 1
     if not text.startswith("]", closer):
         return None
