@@ -104,16 +104,17 @@ class _Explainer(json.JSONDecoder):
 _EXPLAINER = _Explainer()
 
 
-def decode_exact(text: str, start: int, end: int, keys_checked: bool = False) -> Any:
+def decode_exact(text: str, start: int, end: int, keys_checked: bool = False, overflow_checked: bool = False) -> Any:
     """The strict JSON value that is exactly `text[start:end]` (no space around it), read by jiter
     at native speed: duplicate keys at any depth, NaN and Infinity, lone surrogates (escaped or
     raw) and nesting deeper than about 200 are refused (`ValueError`, jiter's words). The one rule
-    jiter leaves, a number that overflows a double, is checked here (`_overflows`). With
-    `keys_checked` (a strict pass already read this very value whole), keys are not checked again
-    (a third of jiter's cost)."""
+    jiter leaves, a number that overflows a double, is checked here (`overflows`), unless
+    `overflow_checked` (the caller checks the text around it once, as for a call list's elements).
+    With `keys_checked` (a strict pass already read this very value whole), keys are not checked
+    again (a third of jiter's cost)."""
     data = text[start:end].encode()  # a raw lone surrogate: UnicodeEncodeError, a ValueError
     value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=not keys_checked)
-    if _overflows(value, text, start, end):
+    if not overflow_checked and overflows(value, text, start, end):
         raise ValueError("a number too large for a double")
     return value
 
@@ -127,7 +128,7 @@ _WALK_BUDGET = 16  # values looked at before the text is searched instead
 _SHORT = 1024  # characters of text searched rather than walked at all
 
 
-def _overflows(value: Any, text: str, start: int, end: int) -> bool:
+def overflows(value: Any, text: str, start: int, end: int) -> bool:
     """Whether `value`, read from `text[start:end]`, holds a float that overflowed to infinity.
     Cost: a search of the text for a number that could overflow (of a long text, only after a walk
     of `_WALK_BUDGET` values did not see all: most long arguments are a few strings), and only

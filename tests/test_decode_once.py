@@ -38,9 +38,9 @@ class _Counting:
             monkeypatch.setattr(decoder, "raw_decode", self._wrap(decoder.raw_decode))
         read = strict_json.decode_exact
 
-        def decode_exact(text: str, start: int, end: int, keys_checked: bool = False) -> Any:
+        def decode_exact(text: str, start: int, end: int, *flags: bool, **named: bool) -> Any:
             self.read += end - start  # a read that fails counts too: jiter went through the text
-            return read(text, start, end, keys_checked)
+            return read(text, start, end, *flags, **named)
         monkeypatch.setattr(strict_json, "decode_exact", decode_exact)
         monkeypatch.setattr(json_call, "decode_exact", decode_exact)  # a call list's elements, one by one
         find_end = json_call.value_end
@@ -106,6 +106,20 @@ def test_a_list_element_that_holds_the_next_one_s_opening_is_read_whole(
     assert [(call.name, call.arguments) for call in message.tool_calls] == [("f0", arguments), ("f1", {"k": 3})]
     assert [json.loads(call.arguments_json) for call in message.tool_calls] == [arguments, {"k": 3}]
     assert not message.rejected
+
+
+@pytest.mark.parametrize("fmt", ["granite", "nemotron"])
+@pytest.mark.parametrize("bad", [0, 1, 2])
+def test_a_list_element_with_a_number_too_large_for_a_double_breaks_the_list_there(fmt: str, bad: int) -> None:
+    # The elements' numbers are checked once over the list's text, not per element: the calls
+    # before the element are kept and the rest is one rejection, as for any element not strict.
+    calls = [ToolCall(f"c{k}", f"f{k}", {"k": k, "text": "e1 " * 400}, "") for k in range(3)]
+    text = streamparse.render(Message(tool_calls=calls), fmt)
+    text = text.replace(f'"k": {bad},', '"k": 1e999,')
+    message = parse(text, fmt)
+    assert [call.name for call in message.tool_calls] == [f"f{k}" for k in range(bad)]
+    assert [(r.status, r.errors[0][:4]) for r in message.rejected] == [("invalid_json", f"$[{bad}]")]
+    assert "too large for a double" in message.rejected[0].errors[0]
 
 
 @pytest.mark.parametrize("fmt", ["granite", "nemotron"])

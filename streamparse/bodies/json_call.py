@@ -46,7 +46,7 @@ from ..grammar import ValueNode, load_grammar, rule_regex
 from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
-from ..strict_json import DECODER, decode_exact, space_back, strict_loads, strict_value, value_end
+from ..strict_json import DECODER, decode_exact, overflows, space_back, strict_loads, strict_value, value_end
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -442,8 +442,9 @@ def _guessed_elements(text: str, pos: int, limit: int) -> tuple[Read, int] | Non
     that text. A guess is proved by that pass (a JSON value ends where its brackets close, so a
     slice read whole is the element), and the separators by the search; None at the first wrong
     guess (a nested object that looks like the next element, another first key, text after the
-    list) or refusal. Cost: one strict jiter pass per element, and a search per element for where
-    it may end (C speed) instead of a second pass over each element but the last."""
+    list) or refusal. Cost: one strict jiter pass per element, a search per element for where it
+    may end (C speed) instead of a second pass over each element but the last, and one search of
+    the list's text for a number that could overflow."""
     at = _skip_space(text, pos + 1)
     key = _first_key(text, at) if text.startswith("{", at) else None
     if key is None:
@@ -453,18 +454,20 @@ def _guessed_elements(text: str, pos: int, limit: int) -> tuple[Read, int] | Non
     if not text.startswith("]", closer):
         return None
     read: Read = {}
+    elements = []
     while True:
         found = after.search(text, at, closer)
         stop = space_back(text, at, closer) if found is None else found.start() + 1
         try:
-            element = decode_exact(text, at, stop)
+            element = decode_exact(text, at, stop, overflow_checked=True)
         except ValueError:
             return None
         if not isinstance(element, dict):
             return None
+        elements.append(element)
         read[at - pos] = (members_of(text, at, stop, element), stop - pos)
         if found is None:
-            return read, closer + 1
+            return None if overflows(elements, text, pos, closer + 1) else (read, closer + 1)
         at = found.start(1)
 
 
