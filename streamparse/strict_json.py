@@ -119,25 +119,27 @@ def decode_exact(text: str, start: int, end: int, keys_checked: bool = False, ov
     return value
 
 
-# Where a number may overflow to infinity: an exponent (after a digit), or a fraction after more
-# integer digits than a finite double has. One pattern per literal first character: the regex
-# engine then jumps between those characters at memchr speed.
-_OVERFLOW_RISKS = (re.compile(r"E(?<=[0-9]E)[-+]?[0-9]"), re.compile(r"\.(?<=[0-9]{309}\.)"),
-                   re.compile(r"e(?<=[0-9]e)[-+]?[0-9]"))
+# Where a number may overflow to infinity (its integer digits and positive exponent add to 309 or
+# more): an exponent of three digits or more, or a run of more than 200 digits. The text's bytes are
+# mapped to their shapes at C speed (each digit `0`, `e` and `E` to `e`, `+` dropped, anything else
+# a space) and the shapes searched for those two literals.
+_SHAPES = bytes(ord("0") if b in b"0123456789" else ord("e") if b in b"eE" else ord(" ") for b in range(256))
+_EXPONENT, _DIGIT_RUN = b"0e000", b"0" * 200
 _WALK_BUDGET = 16  # values looked at before the text is searched instead
 _SHORT = 1024  # characters of text searched rather than walked at all
 
 
 def overflows(value: Any, text: str, start: int, end: int) -> bool:
     """Whether `value`, read from `text[start:end]`, holds a float that overflowed to infinity.
-    Cost: a search of the text for a number that could overflow (of a long text, only after a walk
-    of `_WALK_BUDGET` values did not see all: most long arguments are a few strings), and only
-    where one is written a walk of it all."""
+    Cost: a search of the text's number shapes (of a long text, only after a walk of
+    `_WALK_BUDGET` values did not see all: most long arguments are a few strings), and only where
+    a number that large may be written a walk of it all."""
     if end - start > _SHORT:
         found = _infinity_in(value, _WALK_BUDGET)
         if found is not None:
             return found
-    if all(risk.search(text, start, end) is None for risk in _OVERFLOW_RISKS):
+    shapes = text[start:end].encode("utf-8", "replace").translate(_SHAPES, b"+")
+    if _EXPONENT not in shapes and _DIGIT_RUN not in shapes:
         return False
     return bool(_infinity_in(value, -1))
 
