@@ -206,7 +206,7 @@ class JsonCall:
     @property
     def value_reader(self) -> ValueReader:
         """What a scanner reads in a complete top-level JSON value it skims, for `parse` (`scanning.Decoded`)."""
-        return call_objects
+        return objects_in_a_row if self.end_at_value and not self.call_list else call_objects
 
     def scanner(self) -> JsonAwareScanner:
         return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=self.value_reader)
@@ -374,11 +374,19 @@ def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
     (`_guessed_elements`); where a guess is wrong, the list is read whole and where each element
     but the last ends is found by a lighter pass (`strict_json.value_end`)."""
     if text.startswith("{", pos):
-        found = _guessed_object(text, pos, limit) or object_members(text, pos, limit)
+        found = object_members(text, pos, limit)
         return None if found is None else ({0: (found[0], found[1] - pos)}, found[1])
     if not text.startswith("[", pos):
         return None
     return _guessed_elements(text, pos, limit) or _whole_list(text, pos, limit)
+
+
+def objects_in_a_row(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
+    """`call_objects` for a body kind whose envelope ends where its value ends, so that the next
+    call object may follow before `limit` (Llama 3's bare objects): an object is read up to where
+    that one opens (`_guessed_object`), not up to `limit` and then again up to where it ended."""
+    found = _guessed_object(text, pos, limit) if text.startswith("{", pos) else None
+    return call_objects(text, pos, limit) if found is None else ({0: (found[0], found[1] - pos)}, found[1])
 
 
 def _whole_list(text: str, pos: int, limit: int) -> tuple[Read, int]:
