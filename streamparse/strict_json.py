@@ -104,39 +104,42 @@ class _Explainer(json.JSONDecoder):
 _EXPLAINER = _Explainer()
 
 
-def decode_exact(text: str, start: int, end: int, keys_checked: bool = False) -> Any:
+def decode_exact(text: str, start: int, end: int, keys_checked: bool = False, overflow_checked: bool = False) -> Any:
     """The strict JSON value that is exactly `text[start:end]` (no space around it), read by jiter
     at native speed: duplicate keys at any depth, NaN and Infinity, lone surrogates (escaped or
     raw) and nesting deeper than about 200 are refused (`ValueError`, jiter's words). The one rule
-    jiter leaves, a number that overflows a double, is checked here (`_overflows`). With
-    `keys_checked` (a strict pass already read this very value whole), keys are not checked again
-    (a third of jiter's cost)."""
+    jiter leaves, a number that overflows a double, is checked here (`overflows`), unless
+    `overflow_checked` (the caller checks the text around it once, as for a call list's elements).
+    With `keys_checked` (a strict pass already read this very value whole), keys are not checked
+    again (a third of jiter's cost)."""
     data = text[start:end].encode()  # a raw lone surrogate: UnicodeEncodeError, a ValueError
     value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=not keys_checked)
-    if _overflows(value, text, start, end):
+    if not overflow_checked and overflows(value, text, start, end):
         raise ValueError("a number too large for a double")
     return value
 
 
-# Where a number may overflow to infinity: an exponent (after a digit), or a fraction after more
-# integer digits than a finite double has. One pattern per literal first character: the regex
-# engine then jumps between those characters at memchr speed.
-_OVERFLOW_RISKS = (re.compile(r"E(?<=[0-9]E)[-+]?[0-9]"), re.compile(r"\.(?<=[0-9]{309}\.)"),
-                   re.compile(r"e(?<=[0-9]e)[-+]?[0-9]"))
+# Where a number may overflow to infinity (its integer digits and positive exponent add to 309 or
+# more): an exponent of three digits or more, or a run of more than 200 digits. The text's bytes are
+# mapped to their shapes at C speed (each digit `0`, `e` and `E` to `e`, `+` dropped, anything else
+# a space) and the shapes searched for those two literals.
+_SHAPES = bytes(ord("0") if b in b"0123456789" else ord("e") if b in b"eE" else ord(" ") for b in range(256))
+_EXPONENT, _DIGIT_RUN = b"0e000", b"0" * 200
 _WALK_BUDGET = 16  # values looked at before the text is searched instead
 _SHORT = 1024  # characters of text searched rather than walked at all
 
 
-def _overflows(value: Any, text: str, start: int, end: int) -> bool:
+def overflows(value: Any, text: str, start: int, end: int) -> bool:
     """Whether `value`, read from `text[start:end]`, holds a float that overflowed to infinity.
-    Cost: a search of the text for a number that could overflow (of a long text, only after a walk
-    of `_WALK_BUDGET` values did not see all: most long arguments are a few strings), and only
-    where one is written a walk of it all."""
+    Cost: a search of the text's number shapes (of a long text, only after a walk of
+    `_WALK_BUDGET` values did not see all: most long arguments are a few strings), and only where
+    a number that large may be written a walk of it all."""
     if end - start > _SHORT:
         found = _infinity_in(value, _WALK_BUDGET)
         if found is not None:
             return found
-    if all(risk.search(text, start, end) is None for risk in _OVERFLOW_RISKS):
+    shapes = text[start:end].encode("utf-8", "replace").translate(_SHAPES, b"+")
+    if _EXPONENT not in shapes and _DIGIT_RUN not in shapes:
         return False
     return bool(_infinity_in(value, -1))
 
@@ -210,13 +213,17 @@ def strict_value(text: str, pos: int, limit: int | None = None) -> tuple[Any, in
     `json.JSONDecodeError` (ValueErrors) say why it is not one.
 
     `limit` is where a scanner expects the value to end (a closer, a stop, the end of the body),
-    JSON whitespace allowed before it: the value is then read in one pass by jiter when that is so
-    (and in a second when text follows the value before `limit`). Without it, or where the value
+    JSON whitespace allowed before it: the value is then read in one pass by jiter when that is so,
+    or when an object or list ends at the last `}` or `]` before `limit` (DeepSeek's fence after
+    it); in a second when other text follows the value. Without it, or where the value
     is not that slice, the C decoder finds where it ends (without the strictness hooks) and jiter
     reads exactly that. Cost: one jiter pass over the value, plus one C decoder pass without a
     `limit`; the hooks' decoder runs only to explain a refusal."""
     if limit is not None:
         end = space_back(text, pos, limit)
+        closer = _CLOSER_OF.get(text[pos:pos + 1])
+        if closer is not None and not text.startswith(closer, end - 1):  # text follows the value (a fence)
+            end = max(text.rfind(closer, pos, end) + 1, pos + 1)  # a container ends at its closer: the last one
         try:
             return decode_exact(text, pos, end), end
         except ValueError as error:
@@ -234,6 +241,9 @@ def strict_value(text: str, pos: int, limit: int | None = None) -> tuple[Any, in
         return decode_exact(text, pos, end), end
     except ValueError as error:
         _explain(text, pos, error)
+
+
+_CLOSER_OF = {"{": "}", "[": "]"}
 
 
 class StrictDecoder(json.JSONDecoder):

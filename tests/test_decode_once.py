@@ -38,11 +38,11 @@ class _Counting:
             monkeypatch.setattr(decoder, "raw_decode", self._wrap(decoder.raw_decode))
         read = strict_json.decode_exact
 
-        def decode_exact(text: str, start: int, end: int, keys_checked: bool = False) -> Any:
-            value = read(text, start, end, keys_checked)
-            self.read += end - start
-            return value
+        def decode_exact(text: str, start: int, end: int, *flags: bool, **named: bool) -> Any:
+            self.read += end - start  # a read that fails counts too: jiter went through the text
+            return read(text, start, end, *flags, **named)
         monkeypatch.setattr(strict_json, "decode_exact", decode_exact)
+        monkeypatch.setattr(json_call, "decode_exact", decode_exact)  # a call list's elements, one by one
         find_end = json_call.value_end
 
         def value_end(text: str, pos: int, end: int) -> int:
@@ -79,7 +79,7 @@ def test_parse_decodes_a_call_body_once(fmt: str, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("fmt", ["granite", "nemotron", "command_r7b"])
 def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The list is read strictly once (jiter); one lighter pass finds where each element but the last ends.
+    # Each element is read strictly once (jiter), over the text it was guessed to be: no second pass.
     calls = [ToolCall(f"call{k}", f"f{k}", {"k": k, "text": "y" * 500}, "") for k in range(3)]
     text = streamparse.render(Message(tool_calls=calls), fmt)
     expected = parse(text, fmt, id_factory=lambda k: f"call{k}").tool_calls
@@ -88,7 +88,63 @@ def test_each_call_of_a_list_is_decoded_once(fmt: str, monkeypatch: pytest.Monke
     assert [call.arguments["k"] for call in expected] == [0, 1, 2]
     sizes = [len(call.arguments_json) for call in expected]
     assert sum(sizes) < counted.read < len(text)  # the list's text, once
-    assert counted.skimmed < sum(sizes[:-1]) + 200
+    assert counted.skimmed == 0
+
+
+@pytest.mark.parametrize("fmt", ["granite", "nemotron"])
+@pytest.mark.parametrize("arguments", [
+    {"items": [{"name": "f1", "k": 1}, {"name": "f1", "k": 2}]},  # nested objects that look like the next call
+    {"text": '}, {"name": "f1", "arguments": {}}'},  # and a string that does
+])
+def test_a_list_element_that_holds_the_next_one_s_opening_is_read_whole(
+        fmt: str, arguments: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A guess of where an element ends is proved by its strict read; a wrong one costs the lighter
+    # pass per element, never a call's text.
+    calls = [ToolCall("call0", "f0", arguments, json.dumps(arguments)), ToolCall("call1", "f1", {"k": 3}, '{"k": 3}')]
+    text = streamparse.render(Message(tool_calls=calls), fmt)
+    message = parse(text, fmt, id_factory=lambda k: f"call{k}")
+    assert [(call.name, call.arguments) for call in message.tool_calls] == [("f0", arguments), ("f1", {"k": 3})]
+    assert [json.loads(call.arguments_json) for call in message.tool_calls] == [arguments, {"k": 3}]
+    assert not message.rejected
+
+
+@pytest.mark.parametrize("fmt", ["granite", "nemotron"])
+@pytest.mark.parametrize("bad", [0, 1, 2])
+def test_a_list_element_with_a_number_too_large_for_a_double_breaks_the_list_there(fmt: str, bad: int) -> None:
+    # The elements' numbers are checked once over the list's text, not per element: the calls
+    # before the element are kept and the rest is one rejection, as for any element not strict.
+    calls = [ToolCall(f"c{k}", f"f{k}", {"k": k, "text": "e1 " * 400}, "") for k in range(3)]
+    text = streamparse.render(Message(tool_calls=calls), fmt)
+    text = text.replace(f'"k": {bad},', '"k": 1e999,')
+    message = parse(text, fmt)
+    assert [call.name for call in message.tool_calls] == [f"f{k}" for k in range(bad)]
+    assert [(r.status, r.errors[0][:4]) for r in message.rejected] == [("invalid_json", f"$[{bad}]")]
+    assert "too large for a double" in message.rejected[0].errors[0]
+
+
+@pytest.mark.parametrize("fmt", ["granite", "nemotron"])
+def test_list_elements_that_open_with_other_keys_are_each_read(fmt: str) -> None:
+    text = streamparse.render(Message(tool_calls=[ToolCall("c", "f0", {"a": 1}, '{"a": 1}')]), fmt)
+    element = '{"name": "f0", "arguments": {"a": 1}}'
+    swapped = '{"arguments": {"b": [2]}, "name": "f1"}'
+    assert element in text
+    message = parse(text.replace(element, f"{element}, {swapped},{element}"), fmt)
+    assert [(call.name, call.arguments_json) for call in message.tool_calls] == [
+        ("f0", '{"a": 1}'), ("f1", '{"b": [2]}'), ("f0", '{"a": 1}')]
+
+
+def test_each_of_llama3_s_bare_call_objects_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An object followed by the next is read up to where that one opens, proved by the read: not
+    # read up to the end of the output and then again up to where jiter said it ended.
+    calls = [{"name": f"f{k}", "parameters": {"k": k, "text": "y" * 500}} for k in range(3)]
+    for separator in ("", "; ", "\n"):
+        text = separator.join(json.dumps(call) for call in calls)
+        counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER)
+        message = parse(text, "llama3_json")
+        assert [(call.name, call.arguments) for call in message.tool_calls] == [
+            (call["name"], call["parameters"]) for call in calls]
+        assert counted.read == sum(len(json.dumps(call)) for call in calls)
+        assert counted.skimmed == 0
 
 
 def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:

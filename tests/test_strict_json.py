@@ -214,7 +214,8 @@ def test_a_name_with_a_lone_surrogate_is_never_sent_in_progressive_mode(text: st
     assert parser.message.tool_calls == [] and [r.status for r in parser.message.rejected] == ["invalid_json"]
 
 
-@pytest.mark.parametrize("number", ["1e999", "-1E+400", "2.5e308", "1" * 400 + ".5", "1" * 250 + "e60"])
+@pytest.mark.parametrize("number", ["1e999", "-1E+400", "2.5e308", "1" * 400 + ".5", "1" * 250 + "e60", "1e0400",
+                                    "9" * 210 + "e99", "0.5e+309"])
 @pytest.mark.parametrize("where", ["short", "after many values", "in a long string-heavy value"])
 def test_a_number_that_overflows_a_double_is_refused_wherever_it_is(number: str, where: str) -> None:
     """jiter reads `1e999` as infinity: the strict reader finds it by a walk or by the text, however
@@ -236,6 +237,8 @@ def test_a_number_that_overflows_a_double_is_refused_wherever_it_is(number: str,
 def test_exponents_and_long_digit_runs_that_stay_finite_are_values() -> None:
     text = json.dumps({"code": "x = 1e5 + 2E-3  # e9 " * 300, "n": [1.5e300, -2e-400, 10**400, 1e2]})
     assert strict_loads(text) == json.loads(text)
+    for number in ("9" * 150 + "e99", "1" * 300 + ".5e-10", "1e-0400", "1.7e308"):  # near the edge, finite
+        assert strict_loads(f"[{number}]") == [float(number)]
 
 
 @pytest.mark.parametrize("value", ['{"é": "ü"}', '{"a":\n  ["日本", 1],\n "b": "\\u00e9"}', "[1, 2]", '"x"'])

@@ -36,6 +36,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from parsimonious.exceptions import ParseError
@@ -48,7 +49,7 @@ from ..grammar_ir import SPACE, Json, Lit, Repeat, alt, any_of, exact_object, se
 from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
-from ..strict_json import DECODER, space_back, strict_loads, strict_value, value_end
+from ..strict_json import DECODER, decode_exact, overflows, space_back, strict_loads, strict_value, value_end
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -208,7 +209,7 @@ class JsonCall:
     @property
     def value_reader(self) -> ValueReader:
         """What a scanner reads in a complete top-level JSON value it skims, for `parse` (`scanning.Decoded`)."""
-        return call_objects
+        return objects_in_a_row if self.end_at_value and not self.call_list else call_objects
 
     def scanner(self) -> JsonAwareScanner:
         return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=self.value_reader)
@@ -412,14 +413,27 @@ def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
     """The scanner's reader (`scanning.ValueReader`) of a complete top-level value: the members of
     each call object in it (the object, or each object element of a list), as `object_members`
     reads them when the body is parsed; None when that reading fails anywhere (the scanner then
-    only finds where the value ends, and the parse reads the body itself). A list is read by jiter
-    in one pass; where each element but the last ends is found by a lighter pass
-    (`strict_json.value_end`), to cut out its members."""
+    only finds where the value ends, and the parse reads the body itself). A list of call objects
+    is read element by element, each by one strict jiter pass over the text it is guessed to be
+    (`_guessed_elements`); where a guess is wrong, the list is read whole and where each element
+    but the last ends is found by a lighter pass (`strict_json.value_end`)."""
     if text.startswith("{", pos):
         found = object_members(text, pos, limit)
         return None if found is None else ({0: (found[0], found[1] - pos)}, found[1])
     if not text.startswith("[", pos):
         return None
+    return _guessed_elements(text, pos, limit) or _whole_list(text, pos, limit)
+
+
+def objects_in_a_row(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
+    """`call_objects` for a body kind whose envelope ends where its value ends, so that the next
+    call object may follow before `limit` (Llama 3's bare objects): an object is read up to where
+    that one opens (`_guessed_object`), not up to `limit` and then again up to where it ended."""
+    found = _guessed_object(text, pos, limit) if text.startswith("{", pos) else None
+    return call_objects(text, pos, limit) if found is None else ({0: (found[0], found[1] - pos)}, found[1])
+
+
+def _whole_list(text: str, pos: int, limit: int) -> tuple[Read, int]:
     elements, end = strict_value(text, pos, limit)
     read: Read = {}
     at = _skip_space(text, pos + 1)
@@ -430,6 +444,83 @@ def call_objects(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
             read[at - pos] = (members_of(text, at, stop, element), stop - pos)
         at = _skip_space(text, _skip_space(text, stop) + 1)  # past the comma
     return read, end
+
+
+def _first_key(text: str, at: int) -> str | None:
+    """The raw text (quotes included) of the first key of the object at `text[at]`, when it is
+    written without escapes; else None."""
+    key_at = _skip_space(text, at + 1)
+    if not text.startswith('"', key_at):
+        return None
+    key_end = text.find('"', key_at + 1) + 1
+    return None if key_end == 0 or "\\" in text[key_at:key_end] else text[key_at:key_end]
+
+
+@lru_cache(maxsize=64)
+def _next_element(first_key: str) -> re.Pattern[str]:
+    """Where a list element may end: `}`, a comma and an object that opens with `first_key` (raw
+    text, quotes included), the next element's start in group 1."""
+    return re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*(\{[ \t\n\r]*" + re.escape(first_key) + r"[ \t\n\r]*:)")
+
+
+@lru_cache(maxsize=64)
+def _next_object(first_key: str) -> re.Pattern[str]:
+    """Where a call object followed by another (Llama 3's bare objects, `;` between them or not) may
+    end: `}` before an object that opens with `first_key`."""
+    return re.compile(r"\}(?=[ \t\n\r;]*\{[ \t\n\r]*" + re.escape(first_key) + r"[ \t\n\r]*:)")
+
+
+def _guessed_object(text: str, pos: int, limit: int) -> tuple[list[Member], int] | None:
+    """`object_members` of the call object at `text[pos]` when another call object follows it
+    before `limit` and it ends just before that one (read by one strict jiter pass over exactly its
+    guessed text, which proves the guess); None otherwise. Saves the second pass a read up to
+    `limit` takes to learn where the object ends (`strict_json.strict_value`)."""
+    key = _first_key(text, pos)
+    found = None if key is None else _next_object(key).search(text, pos, limit)
+    if found is None:
+        return None
+    stop = found.end()
+    try:
+        value = decode_exact(text, pos, stop)
+    except ValueError:
+        return None
+    return (members_of(text, pos, stop, value), stop) if isinstance(value, dict) else None
+
+
+def _guessed_elements(text: str, pos: int, limit: int) -> tuple[Read, int] | None:
+    """`call_objects` of the list at `text[pos]` when each element is a call object that opens with
+    the first element's first key: each element is guessed to end before the next `}, {KEY:` (or,
+    the last, before the list's `]` at `limit`) and read strictly by one jiter pass over exactly
+    that text. A guess is proved by that pass (a JSON value ends where its brackets close, so a
+    slice read whole is the element), and the separators by the search; None at the first wrong
+    guess (a nested object that looks like the next element, another first key, text after the
+    list) or refusal. Cost: one strict jiter pass per element, a search per element for where it
+    may end (C speed) instead of a second pass over each element but the last, and one search of
+    the list's text for a number that could overflow."""
+    at = _skip_space(text, pos + 1)
+    key = _first_key(text, at) if text.startswith("{", at) else None
+    if key is None:
+        return None
+    after = _next_element(key)
+    closer = space_back(text, at, limit) - 1
+    if not text.startswith("]", closer):
+        return None
+    read: Read = {}
+    elements = []
+    while True:
+        found = after.search(text, at, closer)
+        stop = space_back(text, at, closer) if found is None else found.start() + 1
+        try:
+            element = decode_exact(text, at, stop, overflow_checked=True)
+        except ValueError:
+            return None
+        if not isinstance(element, dict):
+            return None
+        elements.append(element)
+        read[at - pos] = (members_of(text, at, stop, element), stop - pos)
+        if found is None:
+            return None if overflows(elements, text, pos, closer + 1) else (read, closer + 1)
+        at = found.start(1)
 
 
 def members_at(body: str, pos: int, start: int, read: Read | None) -> tuple[list[Member], int] | None:
