@@ -40,11 +40,12 @@ __all__ = [
 __version__ = "0.1.0"
 
 _LAZY = {"ChatTemplate": "serve.template", "TemplateRenderError": "serve.template", "PromptPart": "serve.marking",
-         "ControlTokenError": "serve.marking"}
+         "ControlTokenError": "serve.marking", "grammar_for": "constrain", "grammar_triggers": "constrain"}
 
 
 def __getattr__(name: str) -> Any:
-    """`ChatTemplate` and its companions, imported on first use (they need jinja2, the server extra)."""
+    """`ChatTemplate` and its companions (they need jinja2, the server extra) and the grammars,
+    imported on first use."""
     if name in _LAZY:
         import importlib
 

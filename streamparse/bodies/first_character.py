@@ -36,6 +36,7 @@ from typing import Any
 import regex  # type: ignore[import-untyped]
 
 from ..grammar import load_grammar
+from ..grammar_ir import CallLayout
 from ..json_reader import JsonValueScanner
 from ..scanning import MEMBERS, EnvelopeScanner, Marks, TagScanner, ValueReader, WalkSource, marks_of
 from ..spec import BodyKind, CallResult, CallStreamer, Envelope, Rejection, StreamEvent, empty_body
@@ -101,9 +102,17 @@ class FirstCharacter:
         return True, None
 
 
+    # ----------------------------------------------------------------- the layout (grammar_ir)
+
+    def layouts(self) -> tuple[CallLayout, ...]:
+        """The kinds this one chooses among that describe their layout (`grammar_ir.CallLayout`)."""
+        return tuple(kind for _, kind in self.choices if isinstance(kind, CallLayout))
+
+
 @cache
 def _compiled(pattern: str) -> Any:
     return regex.compile(pattern)
+
 
 
 class FirstCharacterStreamer:

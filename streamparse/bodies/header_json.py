@@ -18,7 +18,7 @@ decoded strictly when it skimmed it whole, `value_reader`, where the body holds 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
@@ -28,8 +28,10 @@ from parsimonious.expressions import OneOf, Sequence
 from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node, NodeVisitor
 
+from .. import grammar_ir
 from ..calls import arguments_of
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex
+from ..grammar_ir import GrammarUnsupported, Lit, alt, from_template, seq
 from ..json_reader import ObjectText
 from ..scanning import TOP, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of, whole_value
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
@@ -367,6 +369,10 @@ class HeaderJson:
     ends_at_object: bool = False
     # The marker written before the arguments, named in error messages about them (`[ARGS]`).
     arguments_marker: str = ""
+    # How a call is written, for grammars (`grammar_ir.from_template`): `{name}`, `{arguments}`,
+    # `{id}`, `{index}` and literal text (DeepSeek V3.1: `{name}<｜tool▁sep｜>{arguments}`); one of
+    # these templates, where the format writes several.
+    layout: tuple[str, ...] = ()
 
     @property
     def value_reader(self) -> ValueReader:
@@ -388,3 +394,18 @@ class HeaderJson:
             return _VISITOR.visit(load_grammar(self.grammar)["header"].parse(header))  # type: ignore[no-any-return]
         except ParseError:
             return None
+
+    # ----------------------------------------------------------------- the layout (grammar_ir.CallLayout)
+
+    def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> grammar_ir.Node:
+        """One call as one of the format's declared `layout` templates writes it (`grammar_ir.from_template`)."""
+        if not self.layout:
+            raise GrammarUnsupported(f"the {self.grammar} calls declare no layout")
+        return alt(*(from_template(template, name, parameters) for template in self.layout))
+
+    def body_grammar(self, calls: grammar_ir.Node, many: bool) -> grammar_ir.Node:
+        """One call, then the envelope's first closer (none where the envelope ends with the object)."""
+        return seq(calls, Lit(self.closers[0])) if self.closers else calls
+
+    def calls_per_envelope(self) -> int | None:
+        return 1

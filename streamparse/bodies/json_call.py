@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
+from .. import grammar_ir
 from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, object_members
 from ..grammar import DECODER, ValueNode, load_grammar, rule_regex, strict_loads
+from ..grammar_ir import SPACE, Json, Lit, Repeat, alt, any_of, exact_object, seq
 from ..json_reader import broken_before_end
 from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
@@ -348,6 +351,47 @@ class JsonCall:
             kind = _JSON_TYPES.get(type(element.value), "value")
             return Rejection(INVALID_JSON, [f"$: a call must be a JSON object, got a {kind}"])
         return self.call(element)
+
+    # ----------------------------------------------------------------- the layout (grammar_ir.CallLayout)
+
+    def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> grammar_ir.Node:
+        """One call object: the name under the first name key and the arguments under any one of the
+        argument keys, an optional id under the
+        first id key and, where the format reads one, an optional `"type": "function"`; or
+        `{"NAME": {arguments}}` for a format named by key. No other member."""
+        if self.named_by_key:
+            return Json(exact_object({name: parameters}, (name,)))
+        # Every argument key the format reads (Hermes writes `arguments`, Llama and Command R7B `parameters`).
+        keys = [key for key in self.argument_keys if not self.call_keys or key in self.call_keys]
+        variants: list[tuple[dict[str, Any], tuple[str, ...]]] = []
+        for key in keys:
+            members: dict[str, Any] = {}
+            if "type" in self.call_keys:
+                members["type"] = {"const": "function"}
+            members[self.name_keys[0]] = {"const": name}
+            members[key] = parameters
+            variants.append((members, (self.name_keys[0], key)))
+        if self.id_keys:  # an id may come first (Command R7B) or last (Mistral)
+            written_id = {self.id_keys[0]: {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}}
+            variants = [(order, required) for members, required in variants
+                        for order in ({**written_id, **members}, {**members, **written_id})]
+        placed = [exact_object(members, required, "#" if len(variants) == 1 else f"#/anyOf/{position}")
+                  for position, (members, required) in enumerate(variants)]
+        return Json(any_of(placed))
+
+    def body_grammar(self, calls: grammar_ir.Node, many: bool) -> grammar_ir.Node:
+        """A lone call object; for `call_list`, a JSON list of one (or, `many`, one or more); for
+        `separated`, objects one a line; then the first closer, when the envelope has one."""
+        body: grammar_ir.Node = calls
+        if self.call_list:
+            items = Repeat(calls, 1, None if many else 1, seq(SPACE, Lit(","), SPACE))
+            body = alt(seq(Lit("["), SPACE, items, SPACE, Lit("]")), calls)  # a bare object is a list of one
+        elif self.separated and many:
+            body = Repeat(calls, 1, None, Lit("\n"))
+        return seq(SPACE, body, SPACE, Lit(self.closers[0])) if self.closers else body
+
+    def calls_per_envelope(self) -> int | None:
+        return None if self.call_list or self.separated else 1
 
 
 _SPACE_RUN = re.compile(r"[ \t\n\r]*")

@@ -58,8 +58,9 @@ def render_v3_1(message: Message) -> str:
 
 # ----------------------------------------------------------------- the formats
 
-def _envelope(grammar: str, header_ends: tuple[str, ...], shape: str) -> EnvelopeSpec:
-    body = HeaderJson(grammar, header_ends, shape, closers=(CALL_END,), stops=(CALL_BEGIN, *CALLS_CLOSERS))
+def _envelope(grammar: str, header_ends: tuple[str, ...], shape: str, layout: tuple[str, ...]) -> EnvelopeSpec:
+    body = HeaderJson(grammar, header_ends, shape, closers=(CALL_END,), stops=(CALL_BEGIN, *CALLS_CLOSERS),
+                      layout=layout)
     return EnvelopeSpec(openers=(CALL_BEGIN,), body=body)
 
 
@@ -71,7 +72,8 @@ DEEPSEEK_R1 = FormatSpec(
     name="deepseek_r1",
     aliases=("deepseek_v3",),
     reasoning=(THINK,),
-    envelopes=(_envelope("deepseek_r1", (SEP, "\n"), f"function{SEP}NAME and a newline"),),
+    envelopes=(_envelope("deepseek_r1", (SEP, "\n"), f"function{SEP}NAME and a newline",
+                         (f"function{SEP}{{name}}\n```json\n{{arguments}}\n```",)),),
     wrappers=(_CALLS_BLOCK,),
     render=render_r1,
     special=_SPECIAL,
@@ -83,7 +85,7 @@ DEEPSEEK_V3_1 = FormatSpec(
     name="deepseek_v3_1",
     aliases=(),
     reasoning=(THINK,),
-    envelopes=(_envelope("deepseek_v3_1", (SEP,), f"NAME{SEP}"),),
+    envelopes=(_envelope("deepseek_v3_1", (SEP,), f"NAME{SEP}", (f"{{name}}{SEP}{{arguments}}",)),),
     wrappers=(_CALLS_BLOCK,),
     render=render_v3_1,
     special=_SPECIAL,

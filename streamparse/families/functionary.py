@@ -47,7 +47,8 @@ FUNCTIONARY_V3_1 = FormatSpec(
     aliases=(),
     reasoning=(),
     envelopes=(EnvelopeSpec(openers=(FUNCTION,), body=HeaderJson(
-        "functionary_v3_1", (">",), "<function=NAME>", closers=(FUNCTION_END,), stops=(FUNCTION, PYTHON_TAG))),),
+        "functionary_v3_1", (">",), "<function=NAME>", closers=(FUNCTION_END,), stops=(FUNCTION, PYTHON_TAG),
+        layout=("{name}>{arguments}",))),),
     render=render_v3_1,
     # Llama 3.1's special tokens; `<function=` and `</function>` are ordinary text.
     special=(PYTHON_TAG, *TURN_ENDS),

@@ -48,7 +48,8 @@ def render(message: Message) -> str:
 
 
 KIMI_K2_BODY = HeaderJson("kimi_k2", (ARGUMENT_BEGIN,), f"functions.NAME:IDX{ARGUMENT_BEGIN}",
-                          closers=(CALL_END,), stops=(CALL_BEGIN, SECTION_END))
+                          closers=(CALL_END,), stops=(CALL_BEGIN, SECTION_END),
+                          layout=(f"functions.{{name}}:{{index}}{ARGUMENT_BEGIN}{{arguments}}",))
 
 KIMI_K2 = FormatSpec(
     name="kimi_k2",

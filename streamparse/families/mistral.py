@@ -27,7 +27,8 @@ OPENER, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 THINK = ("[THINK]", "[/THINK]")  # Magistral 2507+, Ministral 3 reasoning
 THINK_TAGS = ("<think>", "</think>")  # Magistral 2506
 
-NAMED = HeaderJson("mistral", (ARGS,), f"NAME{ARGS}{{…}}", (), ends_at_object=True, arguments_marker=ARGS)
+NAMED = HeaderJson("mistral", (ARGS,), f"NAME{ARGS}{{…}}", (), ends_at_object=True, arguments_marker=ARGS,
+                   layout=(f"{{name}}{ARGS}{{arguments}}", f"{{name}}{CALL_ID}{{id}}{ARGS}{{arguments}}"))
 BODY = FirstCharacter(
     choices=(
         (r"\[(?:ARGS|CALL_ID)\]", NAMED),  # a marker without a name first: rejected as a named call

@@ -40,7 +40,8 @@ def render(message: Message) -> str:
 
 
 SOLAR_OPEN_BODY = HeaderJson("solar_open", (CALL_NAME, CALL_ARGS), f"ID{CALL_NAME}NAME{CALL_ARGS}",
-                             closers=(CALL_END,), stops=(CALL_BEGIN, CALLS_END))
+                             closers=(CALL_END,), stops=(CALL_BEGIN, CALLS_END),
+                             layout=(f"{{id}}{CALL_NAME}{{name}}{CALL_ARGS}{{arguments}}",))
 
 SOLAR_OPEN = FormatSpec(
     name="solar_open",

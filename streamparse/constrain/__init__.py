@@ -1,0 +1,92 @@
+"""Grammars from the format declarations: constrained decoding that writes only what the parser reads.
+
+A use above the core (STYLE §9): it imports the core (the format declarations, the body kinds'
+layouts in the grammar IR of `streamparse.grammar_ir`) and nothing of `serve` or `batch`.
+`grammar_for` assembles a format's whole output (`assemble.py`) and writes it in one syntax:
+an xgrammar structural tag (`structural_tag.py`), a Lark grammar for llguidance (`lark.py`) or a
+llama.cpp GBNF grammar (`gbnf.py`, with `grammar_triggers` for its request fields).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from ..grammar_ir import SPACE, GrammarUnsupported, seq
+from ..registry import get_format
+from ..validation import Tools
+from .assemble import Choice, call_openers, choice_of, output_grammar
+from .gbnf import gbnf
+from .lark import lark
+from .structural_tag import structural_tag
+
+SYNTAXES = ("structural_tag", "lark", "gbnf")
+WORD_TRIGGER = 1  # llama.cpp's COMMON_GRAMMAR_TRIGGER_TYPE_WORD, as its server reads `grammar_triggers`
+
+__all__ = ["SYNTAXES", "GrammarUnsupported", "grammar_for", "grammar_triggers"]
+
+
+def _tools(tools: Sequence[Mapping[str, Any]] | Tools | None) -> Tools | None:
+    if tools is None:
+        return None
+    return tools if isinstance(tools, Tools) else Tools(tools)
+
+
+def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
+                tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
+                thinking_forced_open: bool = False, syntax: str = "structural_tag",
+                token_ids: Mapping[str, int] | None = None) -> dict[str, Any] | str:
+    """The grammar of what the model of `format` may write, its calls limited by `tool_choice`.
+
+    `syntax`: "structural_tag" (a dict, xgrammar's structural tag for vLLM and SGLang), "lark" (a
+    str for llguidance) or "gbnf" (a str for llama.cpp; `grammar_triggers` gives the request fields
+    that go with it). `token_ids`: for "lark", the ids of the format's special tokens whose text is
+    not in angle brackets (Mistral's `[TOOL_CALLS]`), which Lark can only name by id.
+    Raises `ValueError` for an unknown format, syntax or tool, or a bad
+    `tool_choice`; `GrammarUnsupported` (a `ValueError`) where the format's layout has no grammar."""
+    if syntax not in SYNTAXES:
+        raise ValueError(f"syntax must be one of {', '.join(SYNTAXES)}; got {syntax!r}")
+    spec = get_format(format)
+    toolset = _tools(tools)
+    choice = choice_of(tool_choice, toolset, parallel_tool_calls)
+    ids = tuple(sorted(token_ids.items())) if token_ids else ()
+    written = _written(spec.name, toolset, choice, bool(thinking_forced_open), syntax, ids)
+    return json.loads(written) if syntax == "structural_tag" else written
+
+
+@lru_cache(maxsize=256)
+def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_open: bool, syntax: str,
+             token_ids: tuple[tuple[str, int], ...] = ()) -> str:
+    """The grammar text, built once per format, tool list, choice and syntax (a structural tag as JSON)."""
+    node = output_grammar(get_format(name), tools, choice, thinking_forced_open).whole
+    if syntax == "structural_tag":
+        return json.dumps(structural_tag(node), ensure_ascii=False)
+    if syntax == "lark":
+        return lark(node, dict(token_ids))
+    return gbnf(node)
+
+
+def grammar_triggers(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
+                     tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
+                     thinking_forced_open: bool = False) -> dict[str, Any]:
+    """llama.cpp server's request fields for the format's GBNF grammar: `grammar`, `grammar_lazy`,
+    `grammar_triggers` (`{"type": 1, "value": WORD}`: a word trigger) and `preserved_tokens`.
+
+    With calls optional ("auto", or allowed_tools in auto mode) the grammar is lazy: the text before a
+    call is free, and the grammar, rooted at the call opener, applies from the first trigger word
+    (the wrapper's or envelope's opener). Otherwise it is the whole-output grammar `grammar_for`
+    gives, applied from the first token, with no triggers."""
+    spec = get_format(format)
+    toolset = _tools(tools)
+    choice = choice_of(tool_choice, toolset, parallel_tool_calls)
+    output = output_grammar(spec, toolset, choice, bool(thinking_forced_open))
+    preserved = list(spec.special)
+    if output.calls is None or not output.calls_optional:
+        grammar = _written(spec.name, toolset, choice, bool(thinking_forced_open), "gbnf")
+        return {"grammar": grammar, "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": preserved}
+    words = call_openers(spec)
+    return {"grammar": gbnf(seq(output.calls, SPACE)), "grammar_lazy": True,
+            "grammar_triggers": [{"type": WORD_TRIGGER, "value": word} for word in words],
+            "preserved_tokens": preserved}

@@ -1,0 +1,138 @@
+"""The IR as a Lark grammar for llguidance (`llguidance.grammar_from("lark", text)`; vLLM's and
+SGLang's llguidance backends, llama.cpp built with llguidance through `%llguidance {}`).
+
+`Lit` is a string, `Special` the token form: `<|...|>` as written for a token whose text is in angle
+brackets, `<[ID]>` by its id for any other (Mistral's `[TOOL_CALLS]`: the ids come from the caller,
+`token_ids`); the token must be a special token of the tokenizer the grammar is compiled with;
+`Json` a `%json {...}` rule, `Regex` a `/.../` terminal,
+and `Text` a terminal built with llguidance's regex negation: any text `&` not text holding a stop,
+`/(?s:.*)/ & ~/(?s:.*)(stop|...)(?s:.*)/`; `Seq`, `Alt` and `Repeat` are rule expressions.
+
+llguidance's lexer is greedy: a lexeme ends only where it cannot go on, so text followed by a
+delimiter that is not a special token (`...[BEGIN FINAL RESPONSE]`, `...<tool_calls>`) would run on
+into the delimiter. Such text is written fused with the delimiter that follows it, as one lazy
+lexeme (`text_then_N[lazy]: TEXT "delimiter"`: it ends at the first delimiter); what may follow a
+text is split by its first literal (`leading`) so that each way on gets its own fused lexeme.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from ..grammar_ir import EMPTY, Alt, GrammarUnsupported, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, seq
+from .terms import ExpressionWriter
+
+_META = set("\\.+*?()|[]{}^$#&-~/")
+_ANY = "(?s:.*)"
+
+
+def rust_escape(text: str) -> str:
+    """`text` as a regex matching itself (Rust `regex` syntax, inside a Lark `/.../`)."""
+    return "".join("\\" + char if char in _META else _control(char) for char in text)
+
+
+def _control(char: str) -> str:
+    return f"\\x{ord(char):02x}" if ord(char) < 0x20 else char
+
+
+class _Writer(ExpressionWriter):
+    def __init__(self, token_ids: Mapping[str, int]) -> None:
+        self._token_ids = token_ids
+        self.rules: list[str] = []
+        self._named: dict[tuple[str, str], str] = {}
+        self._split: dict[Node, str] = {}
+
+    def name(self, kind: str, body: str, lazy: bool = False) -> str:
+        """A rule (lower-case kind) or terminal (upper-case kind) with this body, written once."""
+        key = (kind, body)
+        found = self._named.get(key)
+        if found is None:
+            found = self._named[key] = f"{kind}_{len(self._named)}"
+            self.rules.append(f"{found}{'[lazy]' if lazy else ''}: {body}")
+        return found
+
+    def expression(self, node: Node) -> str:
+        if isinstance(node, Seq) and any(isinstance(item, Text) for item in node.items[:-1]):
+            # A rule of its own, so that a text repeated after a delimiter (text, then framing
+            # markers each followed by text) refers back to it instead of unfolding for ever.
+            found = self._split.get(node)
+            if found is None:
+                found = self._split[node] = f"texts_{len(self._split)}"
+                self.rules.append(f"{found}: {self._split_text(node)}")
+            return found
+        return super().expression(node)
+
+    def _split_text(self, node: Seq) -> str:
+        position = next(i for i, item in enumerate(node.items[:-1]) if isinstance(item, Text))
+        text = node.items[position]
+        assert isinstance(text, Text)
+        head = [self.expression(before) for before in node.items[:position]]
+        ways = [self._text_then(text, first, rest) for first, rest in leading(seq(*node.items[position + 1:]))]
+        return " ".join([*head, self.choice(" | ".join(dict.fromkeys(ways)))])
+
+    def _text_then(self, text: Text, first: str | None, rest: Node) -> str:
+        """The text, then `first` fused to it as one lazy lexeme (when there is one), then `rest`."""
+        lexeme = self.leaf(text)
+        if first is not None:
+            lexeme = self.name("text_then", f'{lexeme} {json.dumps(first, ensure_ascii=False)}', lazy=True)
+        return f"{lexeme} {self.expression(rest)}" if rest != EMPTY else lexeme
+
+    def choice(self, options: str) -> str:
+        return self.name("alt", options)
+
+    def leaf(self, node: Node) -> str:
+        if isinstance(node, Lit):
+            return json.dumps(node.text, ensure_ascii=False) if node.text else '""'
+        if isinstance(node, Special):
+            return _token(node.text, self._token_ids)
+        if isinstance(node, Json):
+            return self.name("json", "%json " + json.dumps(node.schema, ensure_ascii=False))
+        if isinstance(node, Text):
+            if not node.stops:
+                return self.name("TEXT", f"/{_ANY}/")
+            stops = "|".join(rust_escape(stop) for stop in node.stops)
+            return self.name("TEXT", f"/{_ANY}/ & ~/{_ANY}({stops}){_ANY}/")
+        if isinstance(node, Regex):
+            return self.name("PATTERN", "/" + node.pattern.replace("/", "\\/") + "/")
+        raise TypeError(f"not a grammar IR node: {node!r}")
+
+
+def leading(node: Node) -> list[tuple[str | None, Node]]:
+    """The ways `node` can begin: (its first literal text, what follows it), or (None, `node`) where
+    it begins with something else, or (None, EMPTY) where it can be empty. Together they match
+    exactly what `node` matches."""
+    if isinstance(node, Lit):
+        return [(node.text, EMPTY)] if node.text else [(None, EMPTY)]
+    if isinstance(node, Seq):
+        ways: list[tuple[str | None, Node]] = []
+        for first, rest in leading(node.items[0]):
+            if first is None and rest == EMPTY:
+                ways += leading(seq(*node.items[1:]))
+            else:
+                ways.append((first, seq(rest, *node.items[1:])))
+        return ways
+    if isinstance(node, Alt):
+        return [way for option in node.options for way in leading(option)]
+    if isinstance(node, Repeat) and node.max != 0:
+        again = node.item if node.separator is None or node.max == 1 else seq(node.separator, node.item)
+        more = Repeat(again, max(node.min - 1, 0), None if node.max is None else node.max - 1)
+        ways = leading(seq(node.item, more) if more.max != 0 else node.item)
+        return [*ways, (None, EMPTY)] if node.min == 0 else ways
+    return [(None, EMPTY)] if isinstance(node, Repeat) else [(None, node)]
+
+
+def _token(text: str, token_ids: Mapping[str, int]) -> str:
+    if text in token_ids:
+        return f"<[{token_ids[text]}]>"
+    if text.startswith("<") and text.endswith(">") and not any(char.isspace() for char in text):
+        return text
+    raise GrammarUnsupported(f"the special token {text!r} has no Lark form without its id: pass "
+                             f"token_ids={{{text!r}: ID, ...}} with the ids of the model's tokenizer")
+
+
+def lark(node: Node, token_ids: Mapping[str, int] | None = None) -> str:
+    """The Lark grammar whose `start` rule is `node`."""
+    writer = _Writer(token_ids or {})
+    start = writer.expression(node)
+    return "\n".join([f"start: {start}", *writer.rules]) + "\n"

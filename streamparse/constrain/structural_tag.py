@@ -1,0 +1,47 @@
+"""The IR as an xgrammar structural tag (`{"type": "structural_tag", "format": {...}}`), what vLLM
+and SGLang take as a structured-output constraint and `xgrammar.Grammar.from_structural_tag` compiles.
+
+Each node has a direct counterpart: `Lit` and `Special` a `const_string` (xgrammar matches a special
+token by its text), `Json` a `json_schema`, `Text` an `any_text` with `excludes`, `Regex` a `regex`,
+`Seq` a `sequence`, `Alt` an `or`, and `Repeat` a `repeat` (a separator becomes `item (sep item)*`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..grammar_ir import Alt, Json, Lit, Node, Regex, Repeat, Seq, Special, Text
+
+
+def structural_tag(node: Node) -> dict[str, Any]:
+    """The whole structural tag whose format is `node`."""
+    return {"type": "structural_tag", "format": format_of(node)}
+
+
+def format_of(node: Node) -> dict[str, Any]:
+    """One IR node as a structural-tag format."""
+    if isinstance(node, (Lit, Special)):
+        return {"type": "const_string", "value": node.text}
+    if isinstance(node, Json):
+        return {"type": "json_schema", "json_schema": node.schema}
+    if isinstance(node, Text):
+        return {"type": "any_text", "excludes": list(node.stops)}
+    if isinstance(node, Regex):
+        return {"type": "regex", "pattern": node.pattern}
+    if isinstance(node, Seq):
+        return {"type": "sequence", "elements": [format_of(item) for item in node.items]}
+    if isinstance(node, Alt):
+        return {"type": "or", "elements": [format_of(option) for option in node.options]}
+    return _repeat(node)
+
+
+def _repeat(node: Repeat) -> dict[str, Any]:
+    most = -1 if node.max is None else node.max
+    if node.separator is None:
+        return {"type": "repeat", "min": node.min, "max": most, "content": format_of(node.item)}
+    item = format_of(node.item)
+    later = {"type": "sequence", "elements": [format_of(node.separator), item]}
+    rest = {"type": "repeat", "min": max(node.min - 1, 0), "max": -1 if node.max is None else node.max - 1,
+            "content": later}
+    some = {"type": "sequence", "elements": [item, rest]}
+    return some if node.min > 0 else {"type": "optional", "content": some}

@@ -1,0 +1,260 @@
+"""The grammar IR: what a format's output may be, as a tree of a few node kinds.
+
+It lives in the core because each body kind describes its own layout with it ("the body kind knows
+its layout", `CallLayout` below) and the core must not import the grammars package above it
+(`streamparse/constrain/`, which assembles a whole output from these pieces and writes the tree
+out as an xgrammar structural tag, a Lark grammar for llguidance or a llama.cpp GBNF grammar).
+
+The nodes are frozen dataclasses and mean the same thing in every syntax:
+- `Lit(text)`: exactly this text;
+- `Special(text)`: a special (added) token of the model's vocabulary, written as that one token;
+- `Json(schema)`: the JSON text of a value valid against the JSON schema (JSON whitespace allowed);
+- `Text(stops)`: any text (the empty text included) in which none of `stops` occurs;
+- `Regex(pattern)`: text matching the pattern, in the portable subset every emitter translates:
+  literal characters and escapes (`\\n`, `\\.`, `\\d`, `\\s`, `\\w`), classes `[...]` and `[^...]`,
+  `.`, groups `(...)` / `(?:...)`, `|`, and the quantifiers `*`, `+`, `?`, `{m}`, `{m,n}`;
+- `Seq(items)`: the items one after another; `Alt(options)`: exactly one of them;
+- `Repeat(item, min, max, separator)`: `item` `min` to `max` times (`max=None`: no bound), with
+  `separator` between two of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Lit:
+    """Exactly `text`."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Special:
+    """A special token written as one token: llguidance Lark's `<|...|>` token form, a GBNF literal
+    that llama.cpp keeps as one token (`preserved_tokens`), a structural tag's constant string."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Json:
+    """The JSON text of a value valid against `schema` (a JSON schema: a dict, or `True` for any value)."""
+
+    schema: Mapping[str, Any] | bool
+
+    def __hash__(self) -> int:  # a schema is a dict, not hashable: every Json node hashes alike
+        return hash(Json)
+
+
+@dataclass(frozen=True)
+class Text:
+    """Any text, the empty text included, in which none of `stops` occurs."""
+
+    stops: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Regex:
+    """Text matching `pattern` (the portable subset named in the module docstring)."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Seq:
+    """`items` one after another."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    """Exactly one of `options`."""
+
+    options: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """`item` at least `min` and at most `max` times (None: no bound), `separator` between two."""
+
+    item: Node
+    min: int = 0
+    max: int | None = None
+    separator: Node | None = None
+
+
+Node = Lit | Special | Json | Text | Regex | Seq | Alt | Repeat
+EMPTY = Lit("")
+# JSON whitespace, and the whitespace templates write around and between calls, bounded so that a
+# constrained model cannot loop on newlines.
+SPACE = Regex(r"[ \t\r\n]{0,16}")
+
+
+def seq(*items: Node) -> Node:
+    """`Seq` of the items, with empty literals dropped, nested sequences flattened and adjacent
+    literals joined; one item is itself."""
+    flat: list[Node] = []
+    for item in items:
+        parts = item.items if isinstance(item, Seq) else (item,)
+        for part in parts:
+            last = flat[-1] if flat else None
+            if isinstance(part, Lit) and isinstance(last, Lit):
+                flat[-1] = Lit(last.text + part.text)
+            elif part != EMPTY:
+                flat.append(part)
+    if not flat:
+        return EMPTY
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(*options: Node) -> Node:
+    """`Alt` of the options (duplicates dropped); one option is itself."""
+    unique = tuple(dict.fromkeys(options))
+    return unique[0] if len(unique) == 1 else Alt(unique)
+
+
+def optional(item: Node) -> Node:
+    """`item` or nothing."""
+    return Repeat(item, 0, 1)
+
+
+class GrammarUnsupported(ValueError):
+    """The format's layout cannot be written as a grammar; the message says why."""
+
+
+@runtime_checkable
+class CallLayout(Protocol):
+    """What a body kind implements to say how its calls are written (grammar-kinds implements it
+    for its kinds from this docstring).
+
+    `call_grammar(name, parameters)` is the text of ONE call of the tool `name` whose arguments
+    follow the JSON schema `parameters` (an object schema; `{"type": "object"}` when the tool gave
+    none), as the kind writes it inside an envelope: everything between the envelope's opener and
+    its closer, neither included (for Hermes `{"name": "NAME", "arguments": {...}}`; for Qwen3-Coder,
+    whose opener is `<function=`, `NAME>` and its `<parameter=...>` elements). The text must be
+    one the kind's `parse` reads as exactly that call, accepted by the tools check; where the kind
+    tolerates several spellings, the grammar may allow only the canonical one. Raises
+    `GrammarUnsupported` when the kind cannot constrain this call.
+
+    `body_grammar(calls, many)` is everything after the envelope's opener, its closer included,
+    where each call is one of `calls` (an `Alt` of `call_grammar` results, or one of them): for a
+    kind that holds one call per envelope, `calls` then the closer; for a list kind (Mistral's
+    `[{...}, {...}]`), the list holding one call (`many=False`) or one or more (`many=True`) with
+    the kind's brackets and separators, then the closer. Called once per envelope, with the
+    alternatives already assembled. An envelope that ends where its body ends has no closer.
+
+    `calls_per_envelope()` is how many calls one envelope can hold: 1, or None for no bound (a list
+    kind), so the assembly knows whether several calls need several envelopes.
+
+    A kind that chooses among other kinds by how the body begins (`first_character`) implements
+    `layouts()` instead, the kinds it may choose (each a `CallLayout`): an envelope's body is then
+    any one of theirs.
+
+    Delimiters are written as `Lit`: the assembly turns the format's special tokens
+    (`FormatSpec.special`) into `Special` wherever they occur, so a kind need not know them.
+    Wrappers, separators between envelopes, reasoning and content are the assembly's
+    (`streamparse/constrain/assemble.py`), never a kind's."""
+
+    def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> Node: ...
+
+    def body_grammar(self, calls: Node, many: bool) -> Node: ...
+
+    def calls_per_envelope(self) -> int | None: ...
+
+
+_DEFINITIONS = ("$defs", "definitions")
+
+
+def placed(schema: Mapping[str, Any] | bool, pointer: str, defs: dict[str, dict[str, Any]]) -> Any:
+    """`schema` made ready to sit at JSON pointer `pointer` (e.g. `#/properties/arguments`) inside a
+    larger schema: its `$defs`/`definitions` move into `defs` (for the larger schema's root), and a
+    local `$ref` into the schema itself is re-pointed below `pointer` (`#/$defs/...` stays valid)."""
+    if not isinstance(schema, Mapping):
+        return schema
+    for key in _DEFINITIONS:
+        found = schema.get(key)
+        if isinstance(found, Mapping):
+            defs.setdefault(key, {}).update(found)
+    return _repointed({k: v for k, v in schema.items() if k not in _DEFINITIONS}, pointer)
+
+
+def _repointed(value: Any, pointer: str) -> Any:
+    if isinstance(value, Mapping):
+        out = {key: _repointed(item, pointer) for key, item in value.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")) \
+                and not ref.startswith(("#/$defs/", "#/definitions/")):
+            out["$ref"] = pointer + ref[1:]
+        return out
+    if isinstance(value, list):
+        return [_repointed(item, pointer) for item in value]
+    return value
+
+
+def pointer_key(key: str) -> str:
+    """A property name as one JSON pointer step."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def exact_object(properties: Mapping[str, Any], required: tuple[str, ...], at: str = "#") -> dict[str, Any]:
+    """An object schema with these properties in this order and no others (`at`: where it sits);
+    each property schema may hold local definitions and references (`placed`)."""
+    defs: dict[str, dict[str, Any]] = {}
+    placed_properties = {key: placed(schema, f"{at}/properties/{pointer_key(key)}", defs)
+                         for key, schema in properties.items()}
+    out: dict[str, Any] = {"type": "object", "properties": placed_properties, "required": list(required),
+                           "additionalProperties": False}
+    return {**out, **defs}
+
+
+def any_of(variants: list[dict[str, Any]]) -> dict[str, Any]:
+    """One of the schemas (each built to sit at `#/anyOf/<i>`), their definitions at the root."""
+    if len(variants) == 1:
+        return variants[0]
+    defs: dict[str, dict[str, Any]] = {}
+    bare = []
+    for variant in variants:
+        for key in _DEFINITIONS:
+            defs.setdefault(key, {}).update(variant.get(key, {}))
+        bare.append({k: v for k, v in variant.items() if k not in _DEFINITIONS})
+    return {"anyOf": bare, **{key: found for key, found in defs.items() if found}}
+
+
+_PLACES = {"{id}": Regex(r"[A-Za-z0-9_-]{1,64}"), "{index}": Regex(r"[0-9]{1,4}")}
+
+
+def from_template(template: str, name: str, parameters: Mapping[str, Any]) -> Node:
+    """A call written by a declared template: `{name}` is the tool name, `{arguments}` the JSON
+    arguments (JSON whitespace around them), `{id}` a model-written id (letters, digits, `_`, `-`),
+    `{index}` a call number; the rest is literal (`functions.{name}:{index}<|tool_call_argument_begin|>{arguments}`)."""
+    parts: list[Node] = []
+    for piece in re.split(r"(\{name\}|\{arguments\}|\{id\}|\{index\})", template):
+        if piece == "{name}":
+            parts.append(Lit(name))
+        elif piece == "{arguments}":
+            parts += [SPACE, Json(parameters), SPACE]
+        elif piece in _PLACES:
+            parts.append(_PLACES[piece])
+        else:
+            parts.append(Lit(piece))
+    return seq(*parts)
+
+
+def ordered_members(members: list[tuple[Node, bool]], separator: Node) -> Node:
+    """Members in this order, each (member, required): an optional one may be left out, and
+    `separator` stands between two that are written. Size: O(n²) nodes for n members."""
+    after: Node = EMPTY  # the members from i on, each after a separator
+    first: Node | None = None  # the members from i on, the first with no separator (None: none can be)
+    for member, required in reversed(members):
+        start = seq(member, after)
+        skippable = optional(start) if first is None else alt(start, first)
+        first = start if required else skippable
+        later = seq(separator, member)
+        after = seq(later if required else optional(later), after)
+    return EMPTY if first is None else first

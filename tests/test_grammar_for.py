@@ -1,0 +1,251 @@
+"""`streamparse.grammar_for`: the grammars accept what the real templates write, and refuse what the
+parser would not accept as the chosen calls; per format with a layout and per syntax, each checked
+with the real engine's library (xgrammar for structural tags, llguidance for Lark and for GBNF)."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from typing import Any
+
+import pytest
+from conftest import SHARED
+from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, tokenizer
+
+import streamparse
+from streamparse.constrain import GrammarUnsupported, grammar_for, grammar_triggers
+from streamparse.registry import get_format
+
+CASE_FILES = ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json")
+CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral", "mistral_call_id": "mistral",
+                "mistral_args": "mistral"}
+SYNTAXES = ("structural_tag", "lark", "gbnf")
+# llguidance's JSON takes no `\uXXXX` escape of a printable character (Reka Edge's template writes
+# `\u2014`): valid JSON the Lark grammar cannot accept, whatever streamparse writes.
+_PRINTABLE_ESCAPE = re.compile(r"\\u(?!00[01][0-9a-fA-F])[0-9a-fA-F]{4}")
+
+
+def _cases() -> list[dict[str, Any]]:
+    return [case for name in CASE_FILES if (SHARED / "templates" / name).exists()
+            for case in json.loads((SHARED / "templates" / name).read_text(encoding="utf-8"))]
+
+
+CASES = _cases()
+
+
+def _format(case: dict[str, Any]) -> str:
+    return CASE_FORMATS.get(case["format"], case["format"])
+
+
+@cache
+def _laid(fmt: str) -> bool:
+    """Whether the format has a layout for the case tools (the others say why they have none)."""
+    tools = [{"name": "get_weather", "parameters": {"type": "object"}}]
+    try:
+        grammar_for(fmt, tools)
+    except GrammarUnsupported:
+        return False
+    return True
+
+
+def _token_ids(fmt: str) -> dict[str, int]:
+    """The ids of the format's special tokens in the test tokenizer (Lark names some only by id)."""
+    hf, _ = tokenizer(tuple(get_format(fmt).special))
+    return {text: hf.token_to_id(text) for text in get_format(fmt).special}
+
+
+def accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> bool:
+    """Whether the format's grammar in `syntax`, compiled by its engine, accepts `text` whole."""
+    if syntax == "structural_tag":
+        tag = grammar_for(fmt, tools, syntax=syntax, **options)
+        assert isinstance(tag, dict)
+        return structural_tag_accepts(tag, text)
+    if syntax == "lark":
+        lark = grammar_for(fmt, tools, syntax=syntax, token_ids=_token_ids(fmt), **options)
+        assert isinstance(lark, str)
+        return lark_accepts(lark, text, tuple(get_format(fmt).special))
+    gbnf = grammar_for(fmt, tools, syntax=syntax, **options)
+    assert isinstance(gbnf, str)
+    return gbnf_accepts(gbnf, text)
+
+
+def _known_engine_gap(fmt: str, syntax: str, text: str) -> bool:
+    """Outputs an engine's own reading refuses (reported, not ours to fix): llguidance's JSON takes
+    no printable `\\u` escape; its lazy lexemes end GigaChat 3's content at the trailing marker
+    `<|message_sep|>` that also begins its call opener."""
+    if syntax != "lark":
+        return False
+    return bool(_PRINTABLE_ESCAPE.search(text)) or (fmt == "gigachat3" and "<|message_sep|>\n\nfunction" in text)
+
+
+LAID = [case for case in CASES if _laid(_format(case))]
+CALLING = [case for case in LAID if case["expected"]["tool_calls"]]
+TALKING = [case for case in LAID if not case["expected"]["tool_calls"]]
+
+
+def _label(case: dict[str, Any]) -> str:
+    return f"{case['template']}:{case['case']}{':forced' if case.get('thinking_forced_open') else ''}"
+
+
+def _options(case: dict[str, Any]) -> dict[str, Any]:
+    return {"thinking_forced_open": bool(case.get("thinking_forced_open"))}
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("case", LAID, ids=_label)
+def test_every_real_output_is_accepted_with_auto(case: dict[str, Any], syntax: str) -> None:
+    fmt, text = _format(case), case["output"]
+    if _known_engine_gap(fmt, syntax, text):
+        return
+    assert accepts(fmt, syntax, text, case["tools"], **_options(case))
+
+
+def _calls_only(case: dict[str, Any]) -> str:
+    """The output without its content (what tool_choice="required" leaves the model to write)."""
+    message = streamparse.parse(case["output"], format=_format(case), tools=case["tools"], **_options(case))
+    text = case["output"]
+    if message.content.strip():
+        assert text.count(message.content) == 1, "the content is one piece of the output"
+        text = text.replace(message.content, "", 1)
+    return text
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("case", CALLING, ids=_label)
+def test_the_calls_of_every_real_output_are_accepted_with_required(case: dict[str, Any], syntax: str) -> None:
+    fmt, text = _format(case), _calls_only(case)
+    if _known_engine_gap(fmt, syntax, text):
+        return
+    assert accepts(fmt, syntax, text, case["tools"], tool_choice="required", **_options(case))
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("case", [c for c in CALLING if c["case"] == "tool_call_single"], ids=_label)
+def test_tool_choice_decides_which_calls_are_allowed(case: dict[str, Any], syntax: str) -> None:
+    fmt, text, tools, options = _format(case), case["output"], case["tools"], _options(case)
+    if _known_engine_gap(fmt, syntax, text):
+        return
+    called = case["expected"]["tool_calls"][0]["name"]
+    other = next(tool["function"]["name"] for tool in tools if tool["function"]["name"] != called)
+    named = {"type": "function", "function": {"name": called}}
+    allowed = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [named]}}
+    assert accepts(fmt, syntax, text, tools, tool_choice=named, **options)
+    assert accepts(fmt, syntax, text, tools, tool_choice=allowed, **options)
+    assert not accepts(fmt, syntax, text, tools, tool_choice={"type": "function", "function": {"name": other}},
+                       **options)
+    assert not accepts(fmt, syntax, text, tools, tool_choice="none", **options)
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("case", [c for c in CALLING if c["case"] == "tool_calls_parallel"], ids=_label)
+def test_parallel_tool_calls_false_allows_one_call(case: dict[str, Any], syntax: str) -> None:
+    fmt, text = _format(case), case["output"]
+    assert accepts(fmt, syntax, text, case["tools"], **_options(case))
+    assert not accepts(fmt, syntax, text, case["tools"], parallel_tool_calls=False, **_options(case))
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("case", [c for c in TALKING if c["output"].strip()], ids=_label)
+def test_content_is_refused_where_a_call_is_required(case: dict[str, Any], syntax: str) -> None:
+    fmt = _format(case)
+    assert accepts(fmt, syntax, case["output"], case["tools"], tool_choice="none", **_options(case)) \
+        or _known_engine_gap(fmt, syntax, case["output"])
+    message = streamparse.parse(case["output"], format=fmt, tools=case["tools"], **_options(case))
+    if message.content.strip():
+        assert not accepts(fmt, syntax, case["output"], case["tools"], tool_choice="required", **_options(case))
+
+
+# ----------------------------------------------------------------- mutated calls are refused
+
+SINGLE = [c for c in CALLING if c["case"] == "tool_call_single" and '"location": "Paris, France"' in c["output"]]
+MUTATIONS = {
+    "wrong name": lambda text: text.replace("get_weather", "get_wether", 1),
+    "missing required key": lambda text: text.replace('"location": "Paris, France", ', "", 1),
+    "wrong type": lambda text: text.replace('"Paris, France"', "48.85", 1),
+    "value outside the enum": lambda text: text.replace('"celsius"', '"kelvin"', 1),
+    "broken delimiter": lambda text: text.replace('{"location"', '{"location', 1),
+}
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("mutation", MUTATIONS)
+@pytest.mark.parametrize("case", SINGLE, ids=_label)
+def test_mutated_calls_are_refused(case: dict[str, Any], mutation: str, syntax: str) -> None:
+    fmt = _format(case)
+    mutated = MUTATIONS[mutation](case["output"])
+    assert mutated != case["output"]
+    assert not accepts(fmt, syntax, mutated, case["tools"], tool_choice="required", **_options(case))
+
+
+def test_a_call_envelope_cut_short_is_refused() -> None:
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    whole = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    for syntax in SYNTAXES:
+        assert accepts("hermes", syntax, whole, tools)
+        assert not accepts("hermes", syntax, whole[:-3], tools)
+        assert not accepts("hermes", syntax, "Sure. " + whole[:-3], tools)
+
+
+# ----------------------------------------------------------------- formats without a layout, misuse
+
+def test_a_format_whose_layout_is_not_written_says_why() -> None:
+    unlaid = sorted({_format(case) for case in CASES} - {_format(case) for case in LAID})
+    for fmt in unlaid:
+        with pytest.raises(GrammarUnsupported, match=fmt):
+            grammar_for(fmt, [{"name": "f", "parameters": {"type": "object"}}])
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+
+
+@pytest.mark.parametrize(("tool_choice", "message"), [
+    ("sometimes", "tool_choice must be"),
+    ({"type": "function", "function": {"name": "get_time"}}, "not among the tools"),
+    ({"type": "function", "name": "get_weather"}, "must look like"),
+    ({"type": "allowed_tools", "allowed_tools": {"mode": "any", "tools": []}}, "allowed_tools must look like"),
+    ({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+        {"type": "function", "function": {"name": "nope"}}]}}, "not among the tools"),
+])
+def test_a_bad_tool_choice_is_a_value_error_saying_what_to_do(tool_choice: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        grammar_for("hermes", TOOLS, tool_choice=tool_choice)
+
+
+def test_required_without_tools_and_unknown_syntax_or_format_are_value_errors() -> None:
+    with pytest.raises(ValueError, match="needs tools"):
+        grammar_for("hermes", None, tool_choice="required")
+    with pytest.raises(ValueError, match="syntax must be one of"):
+        grammar_for("hermes", TOOLS, syntax="ebnf")
+    with pytest.raises(ValueError, match="unknown format"):
+        grammar_for("no_such_format", TOOLS)
+    with pytest.raises(TypeError, match="parallel_tool_calls"):
+        grammar_for("hermes", TOOLS, parallel_tool_calls="no")  # type: ignore[arg-type]
+
+
+def test_mistral_special_tokens_need_their_ids_in_lark() -> None:
+    with pytest.raises(GrammarUnsupported, match="token_ids"):
+        grammar_for("mistral", TOOLS, syntax="lark")
+    assert "<[9]>" in str(grammar_for("mistral", TOOLS, syntax="lark", token_ids={"[TOOL_CALLS]": 9, "[THINK]": 34,
+                                                                                  "[/THINK]": 35}))
+
+
+def test_grammar_for_is_exported_and_returns_a_fresh_structural_tag_each_time() -> None:
+    first = streamparse.grammar_for("hermes", TOOLS)
+    assert isinstance(first, dict) and first["type"] == "structural_tag"
+    first["format"] = None
+    second = streamparse.grammar_for("hermes", TOOLS)
+    assert isinstance(second, dict) and second["format"] is not None
+
+
+def test_grammar_triggers_are_lazy_words_for_auto_and_the_whole_grammar_otherwise() -> None:
+    lazy = grammar_triggers("hermes", TOOLS)
+    assert lazy["grammar_lazy"] is True
+    assert lazy["grammar_triggers"] == [{"type": 1, "value": "<tool_call>"}]
+    assert lazy["preserved_tokens"] == ["<think>", "</think>", "<tool_call>", "</tool_call>"]
+    call = '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>'
+    assert gbnf_accepts(lazy["grammar"], call)
+    assert not gbnf_accepts(lazy["grammar"], "Hello " + call)  # the text before a trigger is not the grammar's
+    forced = grammar_triggers("hermes", TOOLS, tool_choice="required")
+    assert forced["grammar_lazy"] is False and forced["grammar_triggers"] == []
+    assert forced["grammar"] == grammar_for("hermes", TOOLS, tool_choice="required", syntax="gbnf")
