@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -175,10 +176,10 @@ def test_a_chunk_of_another_answer_is_written_whole() -> None:
 
 # -- the upstream client against a real socket ---------------------------------------------------------------
 
-async def _answering(answers: list[bytes], close_after: bool) -> tuple[asyncio.Server, list[bytes]]:
+async def _answering(answers: list[bytes | tuple[bytes, ...]], close_after: bool) -> tuple[asyncio.Server, list[bytes]]:
     """A TCP server on 127.0.0.1 giving `answers` in turn, one per request read (its head and body);
     with `close_after` it drops each connection after answering, as a keep-alive that expired; an
-    empty answer closes the connection without one. The
+    empty answer closes the connection without one; a tuple is sent part by part. The
     list it returns gets each request, and `b"connection"` for each connection opened."""
     requests: list[bytes] = []
 
@@ -192,8 +193,10 @@ async def _answering(answers: list[bytes], close_after: bool) -> tuple[asyncio.S
                 answer = answers[min(len(requests) - requests.count(b"connection"), len(answers)) - 1]
                 if not answer:  # read the request, answer nothing, close: a kept connection gone stale
                     break
-                writer.write(answer)
-                await writer.drain()
+                for part in (answer,) if isinstance(answer, bytes) else answer:  # a tuple: its parts 0.1 s apart
+                    writer.write(part)
+                    await writer.drain()
+                    await asyncio.sleep(0 if isinstance(answer, bytes) else 0.1)
                 if close_after:
                     break
         except asyncio.IncompleteReadError:
@@ -249,6 +252,38 @@ def test_a_request_on_a_kept_connection_that_gets_no_answer_is_sent_again_on_a_n
     got, requests = asyncio.run(run())
     assert got == [(200, b"hello world"), (404, b"missing")]
     assert requests.count(b"connection") == 2 and len(requests) == 5  # 3 requests: the second sent twice
+
+
+def test_a_body_finished_early_is_read_to_its_end_in_the_background_and_its_connection_kept() -> None:
+    """After a stream's [DONE] the body's end marker may come in a later read: `finish` leaves it to
+    a background read, so the answer is not held up and the next request reuses the connection."""
+    late_end = (CHUNKED[:CHUNKED.index(b"0\r\n")], b"0\r\n\r\n")
+
+    async def run() -> tuple[list[bytes], list[bytes], float]:
+        server, requests = await _answering([late_end, SIZED], close_after=False)
+        client = HttpClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", timeout=5)
+        response = await client.post("completions", b"{}")
+        bodies = []
+        async for data in response.pieces():
+            bodies.append(data)
+            if b"world" in b"".join(bodies):
+                break
+        start = time.monotonic()
+        response.finish()
+        await response.aclose()
+        took = time.monotonic() - start
+        await asyncio.sleep(0.3)
+        second = await client.post("completions", b"{}")
+        bodies.append(await second.read())
+        await second.aclose()
+        await client.aclose()
+        server.close()
+        return bodies, requests, took
+
+    bodies, requests, took = asyncio.run(run())
+    assert b"".join(bodies) == b"hello worldmissing"
+    assert took < 0.05  # finish and aclose did not wait for the end marker
+    assert requests.count(b"connection") == 1
 
 
 def test_an_upstream_that_closes_mid_answer_or_goes_silent_is_an_http_error() -> None:

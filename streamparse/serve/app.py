@@ -343,6 +343,7 @@ def create_app(config: ServerConfig) -> Starlette:
                     out.clear()
                 events.check()
                 if events.done:
+                    response.finish()  # the body's end is read in the background: the connection is kept
                     break
             events.end()
             answer(maker.end())

@@ -24,6 +24,7 @@ __all__ = ["HttpClient", "HttpError", "HttpResponse", "split_url"]
 _READ = 1 << 16           # bytes asked of the socket per read
 _MAX_HEAD = 1 << 16       # bytes of a status line and headers
 _MAX_SIZE_LINE = 1024     # bytes of a chunk-size line (with extensions)
+_REST = 1.0               # seconds `HttpResponse.finish` waits for the end of a body
 _T = TypeVar("_T")
 
 
@@ -132,6 +133,7 @@ class HttpResponse:
         self._keep = headers.get("connection", "").lower() != "close" and (
             self._chunked is not None or self._left is not None)
         self._done = self._left == 0 or status in (204, 304)
+        self._draining = False
 
     async def pieces(self) -> AsyncIterator[bytes]:
         """The body as it arrives: what one socket read brought (never empty), until the body's end."""
@@ -162,7 +164,29 @@ class HttpResponse:
                 return bytes(body[:limit])
         return bytes(body)
 
+    def finish(self) -> None:
+        """The caller has read all it needs (a stream's `[DONE]`): what is left of the body (its end
+        marker, often in a later read) is read in the background, and the connection kept if the
+        body ends within `_REST` seconds. Nothing waits for it; `aclose` then has nothing to do."""
+        if self._done or not self._keep or self._connection is None or self._draining:
+            return
+        self._draining = True
+        task = asyncio.get_running_loop().create_task(self._rest())
+        self._client.draining.add(task)
+        task.add_done_callback(self._client.draining.discard)
+
+    async def _rest(self) -> None:
+        try:
+            await _within(_REST, self.read())
+        except (HttpError, TimeoutError):
+            pass  # not kept: closed below
+        finally:
+            self._draining = False
+            await self.aclose()
+
     async def aclose(self) -> None:
+        if self._draining:  # `finish` closes it
+            return
         connection, self._connection = self._connection, None
         if connection is None:
             return
@@ -188,6 +212,7 @@ class HttpClient:
         self._head = f"Host: {authority}\r\nAccept: */*\r\n{extra}Content-Type: application/json\r\n"
         self._ssl = ssl.create_default_context() if self.scheme == "https" else None
         self._idle: list[_Connection] = []
+        self.draining: set[asyncio.Task[None]] = set()  # answers read to their end in the background
 
     async def post(self, path: str, body: bytes) -> HttpResponse:
         """POST `body` (JSON) to `path` (below the base URL's path) and read the answer's head. A kept
@@ -233,6 +258,8 @@ class HttpClient:
             connection.abort()
 
     async def aclose(self) -> None:
+        for task in list(self.draining):
+            task.cancel()
         for connection in self._idle:
             connection.abort()
         self._idle.clear()
