@@ -27,6 +27,7 @@ from ..grammar_ir import (
     GrammarUnsupported,
     Lit,
     Node,
+    Regex,
     Repeat,
     Seq,
     Special,
@@ -168,7 +169,12 @@ def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinki
     end = optional(alt(*map(Lit, spec.trailing_framing))) if spec.trailing_framing else EMPTY
     mark = spec.special
     if choice.mode == "none" or not choice.names or tools is None:
+        if spec.anchors and not spec.envelopes:
+            content = _not_a_call(spec)
         return Output(mark_special(seq(reasoning, content), mark), None, False, end=mark_special(end, mark))
+    if spec.anchors and not spec.envelopes:
+        anchored = _anchored(spec, tools, choice, reasoning)
+        return Output(mark_special(anchored, mark), None, False, end=mark_special(end, mark))
     calls = mark_special(_calls(spec, tools, choice), mark)
     open_reasoning = None
     if spec.calls_end_reasoning and spec.reasoning:
@@ -226,8 +232,6 @@ def _reasoning(spec: FormatSpec, forced: bool) -> Node:
 
 def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     """One or more calls (at most `choice.most`), in the format's envelopes and wrapper."""
-    if spec.anchors and not spec.envelopes:
-        raise GrammarUnsupported(f"format {spec.name!r} anchors its calls by position; that layout is not written yet")
     envelopes: list[Node] = []
     unlaid: list[str] = []
     for envelope in spec.envelopes:
@@ -264,6 +268,44 @@ def call_openers(spec: FormatSpec) -> tuple[str, ...]:
         return spec.wrappers[0].openers
     return tuple(dict.fromkeys(opener[:len(opener) - envelope.body_lead]
                                for envelope in spec.envelopes for opener in envelope.openers))
+
+
+def _not_a_call(spec: FormatSpec) -> Node:
+    """Content of a format whose calls are anchored by position: text that cannot begin a call
+    (it does not start with a bracket, and holds no trigger character)."""
+    stops = content_stops(spec) + tuple(anchor.trigger for anchor in spec.anchors if anchor.trigger)
+    return optional(seq(Regex(r"[^ \t\r\n{\[]"), Text(stops)))
+
+
+def _anchored(spec: FormatSpec, tools: Tools, choice: Choice, reasoning: Node) -> Node:
+    """The output of a format whose calls are anchored by position (`AnchorSpec`): content alone; or
+    calls where the output starts, or after one of their markers (framing and content before it),
+    or after content where a trigger character begins them; each anchor's calls separated by its
+    separator. Anchors whose kind has no layout (Llama's `python` code) are left out."""
+    ways: list[Node] = []
+    if choice.mode == "auto":
+        ways.append(_not_a_call(spec))
+    # What may stand before a marker that calls follow: framing markers, then (with "auto") content
+    # that cannot itself begin a call (so that no reading of the text is left to the lexer).
+    before = seq(_framing(spec), _not_a_call(spec)) if choice.mode == "auto" else _framing(spec)
+    for anchor in spec.anchors:
+        kind = anchor.body
+        if not isinstance(kind, CallLayout):
+            continue
+        calls = alt(*(kind.call_grammar(name, parameters_of(tools, name)) for name in choice.names))
+        between = seq(FRAMING_SPACE, optional(Regex(anchor.separator)), FRAMING_SPACE) if anchor.separator \
+            else FRAMING_SPACE
+        body = kind.body_grammar(calls, choice.most is None and kind.calls_per_envelope() is None)
+        run = Repeat(body, 1, choice.most, between)
+        if anchor.at_start:  # no whitespace first: llguidance cannot begin a lexeme-free way with it
+            ways.append(run)
+        if anchor.after:
+            ways.append(seq(before, alt(*map(Lit, anchor.after)), FRAMING_SPACE, run))
+        if anchor.trigger:
+            ways.append(seq(_not_a_call(spec) if choice.mode == "auto" else EMPTY, run))
+    if not ways:
+        raise GrammarUnsupported(f"format {spec.name!r}: none of its anchored kinds has a layout")
+    return seq(reasoning, alt(*ways))
 
 
 def _body(kind: object, tools: Tools, choice: Choice) -> Node | None:

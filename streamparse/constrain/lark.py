@@ -53,6 +53,9 @@ class _Writer(ExpressionWriter):
         return found
 
     def expression(self, node: Node) -> str:
+        if isinstance(node, Seq) and len(node.items) == 2 and isinstance(node.items[0], Regex) \
+                and isinstance(node.items[1], Text):  # text with a first character of its own: one lexeme
+            return self.name("TEXT", f"{self.leaf(node.items[0])} {self.leaf(node.items[1])}")
         if isinstance(node, Seq) and any(isinstance(item, Text) for item in node.items[:-1]):
             # A rule of its own, so that a text repeated after a delimiter (text, then framing
             # markers each followed by text) refers back to it instead of unfolding for ever.
