@@ -227,6 +227,32 @@ REASONING, CONTENT, CALL, FRAMING = "reasoning", "content", "call", "framing"
 
 
 @dataclass(frozen=True)
+class MessageLayout:
+    """How a grammar writes headed messages (`MessageSpec.layout`; `constrain/layouts_messages.py`):
+    the headers the templates write, each from its opener through `header_end`, the call's with
+    `{name}` for the tool's name. `reasoning`: the reasoning message's header (None: the format has
+    none); `content`: the answer's; `preamble`: a content message written before a call (None: no
+    such message); `call`: a call message's. `prompt_wrote`: what the generation prompt already
+    wrote of the first header (harmony's `<|start|>assistant`, Functionary's `>>>`), left out of the
+    first message. `end`: the terminator written after a message another message follows (harmony's
+    `<|end|>`; nothing where the next opener ends the body). A message that ends the output has no
+    terminator: it is the stop token the server cuts off, which a grammar allows (`answer_stop`,
+    `call_stop`: harmony's `<|return|>`, `<|call|>`) for an engine that wants the model to write it.
+    `many_calls`: several call messages may follow each other (Functionary); harmony's `<|call|>`
+    stops generation after the first."""
+
+    content: str
+    call: str
+    reasoning: str | None = None
+    preamble: str | None = None
+    prompt_wrote: str = ""
+    end: str = ""
+    answer_stop: str = ""
+    call_stop: str = ""
+    many_calls: bool = False
+
+
+@dataclass(frozen=True)
 class MessageSpec:
     """Headed messages (OpenAI harmony): the output is a sequence of messages, each a header from one
     of `openers` up to `header_end`, then a body up to one of `terminators` (or the end of output).
@@ -257,6 +283,8 @@ class MessageSpec:
     # A header opener also ends the body before it (Functionary v3.2 has no terminators: a message
     # runs to the next `>>>`); in a call's body the kind's scanner ends it there (outside JSON strings).
     openers_end_bodies: bool = False
+    # How a grammar writes the messages (None: no grammar layout declared).
+    layout: MessageLayout | None = None
 
     @property
     def delimiters(self) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ may change any text already sent (as for glm45's `repeated_key_last_wins`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -23,10 +24,15 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..grammar import json_text, load_grammar
+from ..grammar_ir import GrammarUnsupported, Lit, Repeat, Text, alt, seq
+from ..grammar_ir import Node as GrammarNode
+from ..grammar_ir import Regex as Pattern
 from ..scanning import ScanResult, WalkSource, delimiters_of
+from ..schema_typing import resolve_ref
 from ..spec import CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
+from .argument_layout import in_order
 
 _WORDS = {"true": True, "false": False, "null": None, "None": None}
 
@@ -65,6 +71,160 @@ class ObjectLiteral:
         if not name:
             return [Rejection(INVALID_JSON, [f"{self.call_tag} has no function name"])]
         return [ParsedCall(name, arguments, json_text(arguments))]
+
+    # ------------------------------------------------------------- the layout (grammar_ir.CallLayout)
+
+    def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> GrammarNode:
+        """`call:NAME{…}` with the arguments as the template's `format_argument` writes them: keys
+        bare and sorted (`dictsort`), strings between two quote tokens, raw; `true`/`false`, `None`,
+        numbers; each value's shape from its schema (`LiteralLayout`). A tool whose schema names no
+        properties is called with no arguments, as in the other kinds (`argument_layout`)."""
+        if "{" in name or name != name.strip() or not name:
+            raise GrammarUnsupported(f"the tool name {name!r} cannot be written in a {self.call_tag} call "
+                                     "(the name runs to the first '{'); rename it")
+        if not parameters.get("properties") and not any(key in parameters for key in ("anyOf", "oneOf", "$ref")):
+            return Lit(f"call:{name}{{}}")  # a tool whose schema names no properties: no arguments
+        return seq(Lit(f"call:{name}"), LiteralLayout(self.quote, parameters).value(parameters, 0))
+
+    def body_grammar(self, calls: GrammarNode, many: bool) -> GrammarNode:
+        """One call, then the envelope's closer."""
+        return seq(calls, Lit(self.closer))
+
+    def calls_per_envelope(self) -> int | None:
+        return 1
+
+
+# ----------------------------------------------------------------- the layout's values
+
+_BARE = regex.compile(r"[^:{}\[\],<\s](?:[^:{}\[\],<]*[^:{}\[\],<\s])?")
+_INTEGER = Pattern(r"-?(0|[1-9][0-9]*)")
+_NUMBER = Pattern(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_FREE_KEY = Pattern(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# How deep a value the schema leaves open (no type, a free-form object) may nest: the grammar has no
+# recursion, so an open value is written out to this depth.
+OPEN_DEPTH = 4
+_MAX_DEPTH = 32  # a schema nested (or `$ref`-looped) deeper than this has no grammar
+
+
+class LiteralLayout:
+    """JSON schemas as object-literal values (`call_grammar`): objects `{k:v,…}` with their
+    properties sorted, arrays `[a,b]`, strings quoted raw, `true`/`false`, `None` (`null` read too),
+    numbers; `enum`/`const` as their literals; `anyOf`/`oneOf`/type lists as alternatives; local
+    `$ref`s followed. Not expressed: string `pattern`/`format`/lengths, number bounds,
+    `uniqueItems`, `patternProperties` (the tools check still rejects such a value)."""
+
+    def __init__(self, quote: str, root: Mapping[str, Any]) -> None:
+        self._quote, self._root = quote, root
+
+    def value(self, schema: Any, depth: int) -> GrammarNode:
+        if depth > _MAX_DEPTH:
+            raise GrammarUnsupported("the tool's schema nests too deep (or refers to itself): an object-literal "
+                                     "grammar cannot follow it")
+        if schema is True or not isinstance(schema, Mapping) or not schema:
+            return self._open(OPEN_DEPTH)
+        if isinstance(schema.get("$ref"), str):
+            return self.value(resolve_ref(schema["$ref"], self._root), depth + 1)
+        if "const" in schema:
+            return self.literal(schema["const"])
+        if isinstance(schema.get("enum"), list):
+            return alt(*(self.literal(value) for value in schema["enum"]))
+        for keyword in ("anyOf", "oneOf"):
+            if isinstance(schema.get(keyword), list):
+                return alt(*(self.value(branch, depth + 1) for branch in schema[keyword]))
+        if isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:
+            return self.value(schema["allOf"][0], depth + 1)
+        declared = schema.get("type")
+        kinds = declared if isinstance(declared, list) else [declared] if isinstance(declared, str) else []
+        if not kinds:
+            return self._open(OPEN_DEPTH) if "properties" not in schema else self._object(schema, depth)
+        return alt(*(self._typed(kind, schema, depth) for kind in kinds))
+
+    def literal(self, value: Any) -> GrammarNode:
+        """A constant as the template writes it."""
+        if isinstance(value, str):
+            return self._string(Lit(value))
+        if isinstance(value, bool):
+            return Lit("true" if value else "false")
+        if value is None:
+            return alt(Lit("None"), Lit("null"))
+        if isinstance(value, (int, float)):
+            return Lit(repr(value))
+        if isinstance(value, list):
+            return seq(Lit("["), *_joined([self.literal(item) for item in value]), Lit("]"))
+        if isinstance(value, Mapping):
+            pairs = [seq(self._key(key), Lit(":"), self.literal(value[key])) for key in sorted(value)]
+            return seq(Lit("{"), *_joined(pairs), Lit("}"))
+        raise GrammarUnsupported(f"the schema constant {value!r} is not JSON data")
+
+    def _typed(self, kind: str, schema: Mapping[str, Any], depth: int) -> GrammarNode:
+        if kind == "string":
+            return self._string(Text((self._quote,)))
+        if kind == "integer":
+            return _INTEGER
+        if kind == "number":
+            return _NUMBER
+        if kind == "boolean":
+            return alt(Lit("true"), Lit("false"))
+        if kind == "null":
+            return alt(Lit("None"), Lit("null"))
+        if kind == "array":
+            return self._array(schema, depth)
+        if kind == "object":
+            return self._object(schema, depth)
+        raise GrammarUnsupported(f"the schema type {kind!r} is not a JSON type")
+
+    def _string(self, inside: GrammarNode) -> GrammarNode:
+        return seq(Lit(self._quote), inside, Lit(self._quote))
+
+    def _key(self, key: str) -> GrammarNode:
+        if _BARE.fullmatch(key):
+            return Lit(key)
+        if self._quote in key:
+            raise GrammarUnsupported(f"the key {key!r} holds the quote token {self._quote}: it cannot be written")
+        return self._string(Lit(key))
+
+    def _object(self, schema: Mapping[str, Any], depth: int) -> GrammarNode:
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping) or not properties:
+            if schema.get("additionalProperties", True) is False:
+                return Lit("{}")
+            return self._open_object(OPEN_DEPTH - 1)
+        listed = schema.get("required")
+        required: list[Any] = listed if isinstance(listed, list) else []
+        parts = [(seq(self._key(key), Lit(":"), self.value(properties[key], depth + 1)), key in required)
+                 for key in sorted(properties)]
+        return seq(Lit("{"), in_order(parts, Lit(",")), Lit("}"))
+
+    def _array(self, schema: Mapping[str, Any], depth: int) -> GrammarNode:
+        items = schema.get("items")
+        item = self.value(items, depth + 1) if isinstance(items, Mapping) else self._open(OPEN_DEPTH - 1)
+        least = schema.get("minItems", 0)
+        most = schema.get("maxItems")
+        least = least if isinstance(least, int) and least >= 0 else 0
+        most = most if isinstance(most, int) and most >= least else None
+        if most == 0:
+            return Lit("[]")
+        return seq(Lit("["), Repeat(item, least, most, Lit(",")), Lit("]"))
+
+    def _open(self, depth: int) -> GrammarNode:
+        """Any value, nesting at most `depth` levels."""
+        scalars = [self._string(Text((self._quote,))), _NUMBER, Lit("true"), Lit("false"), Lit("None")]
+        if depth <= 0:
+            return alt(*scalars)
+        inner = self._open(depth - 1)
+        return alt(*scalars, seq(Lit("["), Repeat(inner, 0, None, Lit(",")), Lit("]")), self._open_object(depth))
+
+    def _open_object(self, depth: int) -> GrammarNode:
+        inner = self._open(depth - 1)
+        return seq(Lit("{"), Repeat(seq(_FREE_KEY, Lit(":"), inner), 0, None, Lit(",")), Lit("}"))
+
+
+def _joined(parts: list[GrammarNode]) -> list[GrammarNode]:
+    """The parts with `,` between them."""
+    out: list[GrammarNode] = []
+    for index, part in enumerate(parts):
+        out += [Lit(","), part] if index else [part]
+    return out
 
 
 class QuoteAwareScanner:

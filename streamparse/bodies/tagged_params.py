@@ -37,7 +37,7 @@ call or parameter header), which is kept as pieces and joined once when one of i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from json.encoder import encode_basestring
@@ -49,11 +49,15 @@ from parsimonious.expressions import Literal, Regex
 from parsimonious.nodes import Node, NodeVisitor
 
 from ..grammar import json_text, load_grammar, strict_loads
+from ..grammar_ir import EMPTY, GrammarUnsupported, Json, Lit, Text, alt, seq
+from ..grammar_ir import Node as GrammarNode
+from ..grammar_ir import Regex as Pattern
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..schema_typing import Typed, property_schema, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
+from .argument_layout import enum_strings, in_order, parameters_in_order, with_definitions
 
 # How a parameter's text becomes its value: (text without framing, `string` flag or None, the
 # parameter's schema or None) -> `Typed` (the value, and its JSON text when that is the text as
@@ -109,6 +113,21 @@ class TaggedParams:
     # An element holding the whole arguments object as JSON instead of parameters: its opening tag
     # (its head is the grammar's `json_head`) and its closing tag (Kimi K3's `<|open|>json …`).
     json_element: tuple[str, str] | None = None
+    # How a grammar writes a call (`call_grammar`): the call's head after the envelope's opener, with
+    # `{name}` for the tool's name (and `{index}` for a call counter, Kimi K3's); a parameter's head
+    # after `param_open`, with `{key}` and, for a dialect with a typing attribute, `{type}`, whose word
+    # `type_words` gives per JSON type (`"json"`: every type not named); what closes the body before
+    # the envelope's closer. `{ws}` is an optional newline: the templates write one between elements,
+    # or none (GLM-4.7). Booleans and null may be spelled as Python prints them where the dialect's
+    # templates do (`python_scalars`: `True`, `None`; the shared typing reads both spellings).
+    head_form: str = "{name}>"
+    param_form: str = "{key}>"
+    tail_form: str = ""
+    type_words: tuple[tuple[str, str], ...] = ()
+    python_scalars: bool = False
+    # The `json_element`'s head after its opener, as the template writes it (Kimi K3's ` type="object"<|sep|>`):
+    # a grammar then also writes the arguments as that one element. Empty: parameters only.
+    json_form: str = ""
 
     def name_of(self, match: Any) -> str:
         """The `name` group of a call or parameter header, stripped (and unescaped when declared)."""
@@ -128,6 +147,100 @@ class TaggedParams:
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         """The call in a finished envelope (see `parse_call`)."""
         return parse_call(self, envelope, tools)
+
+    # ------------------------------------------------------------- the layout (grammar_ir.CallLayout)
+
+    def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> GrammarNode:
+        """One call as the dialect's templates write it: the head naming `name`, then one parameter
+        element per property in the schema's order (`argument_layout`), each required one once, a
+        string as its raw text up to the closing tag, any other type as JSON matching its schema
+        (with the typing attribute's word, where the dialect writes one), then the tail."""
+        head = self._form(self.head_form, name=Lit(self._attribute(name)))
+        self._check_writable("call_head", self.head_form, {"name": name})
+        elements = in_order([(seq(_GAP, self._element(key, schema, parameters)), required)
+                              for key, schema, required in parameters_in_order(parameters)])
+        if self.json_element is not None and self.json_form:
+            opener, closer = self.json_element
+            whole = seq(Lit(opener + self.json_form), Json(parameters), Lit(closer))
+            elements = alt(elements, seq(_GAP, whole))
+        return seq(head, elements, _GAP, self._form(self.tail_form))
+
+    def body_grammar(self, calls: GrammarNode, many: bool) -> GrammarNode:
+        """One call, then the envelope's closer."""
+        return seq(calls, Lit(self.call_close))
+
+    def calls_per_envelope(self) -> int | None:
+        return 1
+
+    def _element(self, key: str, schema: Any, root: Mapping[str, Any]) -> GrammarNode:
+        """A parameter element: one option per typing word, each with the values written under it."""
+        by_word: dict[str | None, list[GrammarNode]] = {}
+        for word, value in self._values(schema, root):
+            by_word.setdefault(word, []).append(value)
+        framing = Lit("\n") if self.framing_newline else EMPTY
+        close = seq(framing, Lit(self.param_close))
+        options = []
+        for word, values in by_word.items():
+            self._check_writable("param_head", self.param_form, {"key": key, "type": word or ""})
+            head = self._form(self.param_form, key=Lit(self._attribute(key)), type=Lit(word or ""))
+            # The closing tag in each alternative: a raw text is then always followed by its own stop
+            # (what llguidance's lazy lexeme needs).
+            options.append(seq(Lit(self.param_open), head, framing, alt(*(seq(value, close) for value in values))))
+        return alt(*options)
+
+    def _values(self, schema: Any, root: Mapping[str, Any]) -> list[tuple[str | None, GrammarNode]]:
+        """(typing word, value) pairs: a string is its raw text (one of its constants, if it names
+        them), every other type JSON matching the schema."""
+        types = schema_types(schema, root=root)
+        out: list[tuple[str | None, GrammarNode]] = []
+        if not types or "string" in types:
+            constants = enum_strings(schema)
+            text = alt(*(Lit(value) for value in constants)) if constants \
+                else Text((self.param_close, self.param_open, self.call_close))
+            out.append((self._word("string"), text))
+        others = types - {"string"}
+        if others:
+            value = Json(with_definitions(_without_string(schema, types), root))
+            spellings = [Lit(word) for kind, words in _PYTHON_SPELLINGS.items() if kind in others
+                         for word in words] if self.python_scalars else []
+            for kind in sorted(others):
+                out.append((self._word(kind), alt(value, *spellings)))
+        return out
+
+    def _word(self, kind: str) -> str | None:
+        """The typing attribute's word for values of JSON type `kind`, or None without an attribute."""
+        if not self.type_words:
+            return None
+        words = dict(self.type_words)
+        return words.get(kind, words.get("json"))
+
+    def _attribute(self, text: str) -> str:
+        """A name as an attribute value is written (escaped where the dialect unescapes)."""
+        return text.replace("&", "&amp;").replace('"', "&quot;") if self.unescape_attributes else text
+
+    def _form(self, form: str, **parts: GrammarNode) -> GrammarNode:
+        """`form` with its `{name}`-style placeholders replaced by `parts` (`{ws}`, `{index}` built in)."""
+        nodes: list[GrammarNode] = []
+        for index, piece in enumerate(_PLACEHOLDER.split(form)):
+            if index % 2 == 0:
+                nodes.append(Lit(piece))
+            else:
+                nodes.append(_GAP if piece == "ws" else _INDEX if piece == "index" else parts[piece])
+        return seq(*nodes)
+
+    def _check_writable(self, rule: str, form: str, values: Mapping[str, str]) -> None:
+        """Raise `GrammarUnsupported` when the dialect's own grammar would not read `form` written
+        with `values` back as the same name (a tool or key name holding the dialect's delimiters)."""
+        filled = {"ws": "", "index": "1", **{part: self._attribute(value) if part != "type" else value
+                                             for part, value in values.items()}}
+        text = _PLACEHOLDER.sub(lambda match: filled[match.group(1)], form)
+        pattern = load_grammar(self.grammar)[rule].re
+        match = pattern.match(text)
+        wanted = values["name"] if rule == "call_head" else values["key"]
+        if match is None or match.end() != len(text) or self.name_of(match) != wanted or wanted != wanted.strip():
+            what = "tool name" if rule == "call_head" else "parameter name"
+            raise GrammarUnsupported(f"the {what} {wanted!r} cannot be written in a {self.call_tag} call: "
+                                     "the format's tags would not read it back; rename it")
 
 
 def strip_framing(raw: str) -> str:
@@ -434,6 +547,23 @@ def _without_last_newline(raw: str) -> str:
     if raw.endswith("\n"):
         return raw[:-1]
     return raw
+
+
+# ----------------------------------------------------------------- the layout's pieces
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_GAP = Pattern(r"\n?")  # between elements: the templates write a newline, or nothing
+_INDEX = Pattern(r"[1-9][0-9]{0,3}")
+_PYTHON_SPELLINGS = {"boolean": ("True", "False"), "null": ("None",)}
+
+
+def _without_string(schema: Any, types: set[str]) -> Any:
+    """The schema of a parameter's non-string values, written as JSON: its `type` list without
+    `"string"` where it has one (a string is written raw, in the other option)."""
+    declared = schema.get("type") if isinstance(schema, Mapping) else None
+    if "string" in types and isinstance(declared, list):
+        return {**schema, "type": [kind for kind in declared if kind != "string"]}
+    return schema if schema is not None else True
 
 
 # ----------------------------------------------------------------- progressive mode

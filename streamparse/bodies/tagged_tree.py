@@ -27,12 +27,18 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import regex  # type: ignore[import-untyped]
+
 from ..grammar import encodable, json_text, rule_regex
+from ..grammar_ir import GrammarUnsupported, Json, Lit, Repeat, Text, alt, seq
+from ..grammar_ir import Node as GrammarNode
+from ..grammar_ir import Regex as Pattern
 from ..scanning import TagScanner, WalkSource
 from ..schema_typing import property_schema, resolve_ref, schema_types, typed
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
+from .argument_layout import enum_strings, in_order, parameters_in_order, with_definitions
 
 _CAPTURES = frozenset(("name", "end_invoke", "closed", "key"))
 
@@ -212,6 +218,81 @@ class TaggedTree:
         if not encodable(name) or not encodable(arguments_json):
             return Rejection(INVALID_JSON, [f"{name}: a lone surrogate (not a Unicode character)"], raw), pos
         return ParsedCall(name, arguments, arguments_json), pos
+
+
+    # ------------------------------------------------------------- the layout (grammar_ir.CallLayout)
+
+    def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> GrammarNode:
+        """`NS<invoke name="N">`, one element per property in the schema's order (each required one
+        once), `NS</invoke>`: an object with properties is a container of its elements, an array a
+        container of `item` elements (`[]` written as a leaf when it is empty), a string leaf its
+        raw text, any other leaf JSON of its schema."""
+        if not _NAME.fullmatch(name):
+            raise GrammarUnsupported(f"the tool name {name!r} cannot be written in an invoke tag; rename it")
+        return seq(Lit(f'{self.prefix}<invoke name="{name}">'), self._children(parameters, parameters, 0),
+                   Lit(f"{self.prefix}</invoke>"))
+
+    def body_grammar(self, calls: GrammarNode, many: bool) -> GrammarNode:
+        """One call (or one or more), each after a newline or none, then the block's closer."""
+        return seq(Repeat(seq(_GAP, calls), 1, None if many else 1), _GAP, Lit(self.closers[0]))
+
+    def calls_per_envelope(self) -> int | None:
+        return None
+
+    def _children(self, schema: Mapping[str, Any], root: Mapping[str, Any], depth: int,
+                  at_least_one: bool = False) -> GrammarNode:
+        parts = [(self._element(key, _resolved(child, root), root, depth + 1), required)
+                 for key, child, required in parameters_in_order(schema)]
+        return in_order(parts, at_least_one=at_least_one)
+
+    def _element(self, key: str, schema: Any, root: Mapping[str, Any], depth: int) -> GrammarNode:
+        if depth > _MAX_DEPTH:
+            raise GrammarUnsupported("the tool's schema nests too deep (or refers to itself) for a tagged tree")
+        if key != key.strip() or not _KEY.fullmatch(key):
+            raise GrammarUnsupported(f"the parameter name {key!r} cannot be written as a tag name; rename it")
+        close = Lit(f"{self.prefix}</{key}>")  # in each alternative: a raw text is followed by its stop
+        insides = self._inside(schema, root, depth)
+        return seq(Lit(f"{self.prefix}<{key}>"), alt(*(seq(inside, close) for inside in insides)))
+
+    def _inside(self, schema: Any, root: Mapping[str, Any], depth: int) -> list[GrammarNode]:
+        types = schema_types(schema, root=root)
+        options: list[GrammarNode] = []
+        if not types or "string" in types:
+            constants = enum_strings(schema)
+            options.append(alt(*(Lit(value) for value in constants)) if constants else Text((self.prefix,)))
+        if "object" in types and isinstance(schema, Mapping) and schema.get("properties"):
+            required = schema.get("required")
+            options.append(self._children(schema, root, depth, at_least_one=not required))
+            if not required:
+                options.append(Lit("{}"))
+            types = types - {"object"}
+        if "array" in types and isinstance(schema, Mapping):
+            least, most = schema.get("minItems", 0), schema.get("maxItems")
+            least = least if isinstance(least, int) and least > 0 else 0
+            most = most if isinstance(most, int) and most >= max(least, 1) else None
+            item = self._element(self.item, _resolved(schema.get("items"), root), root, depth + 1)
+            options.append(Repeat(item, max(least, 1), most))
+            if not least:
+                options.append(Lit("[]"))
+            types = types - {"array"}
+        others = types - {"string"}
+        if others:
+            options.append(Json(with_definitions(_only(schema, others), root)))
+        return options
+
+
+def _only(schema: Any, types: set[str]) -> Any:
+    """The schema of a leaf written as JSON: its `type` list cut to `types` where it has one."""
+    declared = schema.get("type") if isinstance(schema, Mapping) else None
+    if isinstance(declared, list):
+        return {**schema, "type": [kind for kind in declared if kind in types]}
+    return schema if schema is not None else True
+
+
+_NAME = regex.compile(r"[^\"<>\s](?:[^\"<>]*[^\"<>\s])?")
+_KEY = regex.compile(r"[^<>/\s][^<>]*")
+_GAP = Pattern(r"\n?")
+_MAX_DEPTH = 32
 
 
 class _Cut(Exception):

@@ -162,7 +162,9 @@ class Output:
 def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
     """The grammar of everything the format's model may write under `choice`, as its parts."""
     if spec.messages is not None:
-        raise GrammarUnsupported(f"format {spec.name!r} writes headed messages; their layout is not written yet")
+        from .layouts_messages import messages_output  # (it builds on this module's pieces)
+
+        return messages_output(spec, tools, choice)
     forced = spec.reasoning_always_open or (thinking_forced_open and not spec.ignores_forced_open)
     reasoning = _reasoning(spec, forced)
     content = _content(spec)

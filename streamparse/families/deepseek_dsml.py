@@ -55,6 +55,9 @@ BODY = TaggedParams(
     wrapper_closers=BLOCK_CLOSERS,
     value_of=dsml_value,
     is_string=dsml_is_string,
+    head_form=' name="{name}">',
+    param_form=' name="{key}" string="{type}">',
+    type_words=(("string", "true"), ("json", "false")),
 )
 
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from ..bodies.header_json import HeaderJson
 from ..bodies.json_arguments import JsonArguments
-from ..spec import CALL, CONTENT, FRAMING, EnvelopeSpec, FormatSpec, MessageRoute, MessageSpec
+from ..spec import CALL, CONTENT, FRAMING, EnvelopeSpec, FormatSpec, MessageLayout, MessageRoute, MessageSpec
 from ..types import Message
 from .llama3 import PYTHON_CODE, PYTHON_TAG, TURN_ENDS
 
@@ -91,7 +91,10 @@ FUNCTIONARY_V3_2 = FormatSpec(
     envelopes=(),
     render=render_v3_2,
     messages=MessageSpec(openers=(RECIPIENT,), header_end="\n", terminators=(), route=route, call=call_body,
-                         opened_by_prompt=True, openers_end_bodies=True),
+                         opened_by_prompt=True, openers_end_bodies=True,
+                         layout=MessageLayout(content=f"{RECIPIENT}{ALL}\n", preamble=f"{RECIPIENT}{ALL}\n",
+                                              call=f"{RECIPIENT}{{name}}\n", prompt_wrote=RECIPIENT,
+                                              many_calls=True)),
     # `>>>` and the recipients are ordinary text. Content that ends in `>` before the next `>>>` reads
     # as a recipient that starts with `>` (the first `>>>` wins): the wire cannot tell them apart, so
     # generated test messages leave `>` out.

@@ -38,6 +38,8 @@ BODY = TaggedParams(
     newline_before_next_element=True,
     end_tag_optional=True,
     repeated_key_last_wins=True,
+    head_form="{name}",
+    param_form="{key}</arg_key>{ws}<arg_value>",
 )
 
 

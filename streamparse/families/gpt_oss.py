@@ -17,7 +17,7 @@ from parsimonious.nodes import Node, NodeVisitor
 
 from ..bodies.json_arguments import JsonArguments
 from ..grammar import load_grammar
-from ..spec import CALL, CONTENT, FRAMING, REASONING, FormatSpec, MessageRoute, MessageSpec
+from ..spec import CALL, CONTENT, FRAMING, REASONING, FormatSpec, MessageLayout, MessageRoute, MessageSpec
 from ..types import Message
 
 START, CHANNEL, MESSAGE, CONSTRAIN = "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"
@@ -120,6 +120,18 @@ GPT_OSS = FormatSpec(
         route=route,
         call=call_body,
         lead=" to=",  # the first message's role header goes on after the prompt's `<|start|>assistant`
+        # The template's headers: analysis, then the final answer, or a commentary preamble and a call
+        # in the role-header form (` to=functions.NAME` before the channel, ` json` content type).
+        layout=MessageLayout(
+            reasoning=f"{START}assistant{CHANNEL}analysis{MESSAGE}",
+            content=f"{START}assistant{CHANNEL}final{MESSAGE}",
+            preamble=f"{START}assistant{CHANNEL}commentary{MESSAGE}",
+            call=f"{START}assistant to={FUNCTIONS}{{name}}{CHANNEL}commentary json{MESSAGE}",
+            prompt_wrote=f"{START}assistant",
+            end=END,
+            answer_stop=RETURN,
+            call_stop=CALL_END,
+        ),
     ),
     # Single tokens of the o200k_harmony vocabulary; channel names, ` json` and ` to=…` are ordinary text.
     special=(START, CHANNEL, MESSAGE, END, CONSTRAIN, CALL_END, RETURN),

@@ -32,6 +32,8 @@ BODY = TaggedParams(
     end_tag_optional=True,
     repeated_key_last_wins=True,
     head_closer=SEP,
+    head_form="{name}<tool_sep>",
+    param_form="{key}</arg_key>{ws}<arg_value>",
 )
 
 

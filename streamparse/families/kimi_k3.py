@@ -57,6 +57,10 @@ def k3_is_string(kind: str | None, schema: Any) -> bool:
     return kind == "string" and (not types or "string" in types)
 
 
+# The `type` attribute's word per JSON type, as the template's `_type` writes it (a grammar writes it).
+K3_TYPE_WORDS = (("string", "string"), ("integer", "number"), ("number", "number"), ("boolean", "boolean"),
+                 ("null", "null"), ("object", "object"), ("array", "array"))
+
 BODY = TaggedParams(
     grammar="kimi_k3",
     param_open=f"{OPEN}argument",
@@ -73,6 +77,10 @@ BODY = TaggedParams(
     repeated_key_last_wins=True,
     unescape_attributes=True,
     json_element=(f"{OPEN}json", close_tag("json")),
+    head_form=' tool="{name}" index="{index}"' + SEP,
+    param_form=' key="{key}" type="{type}"' + SEP,
+    type_words=K3_TYPE_WORDS,
+    json_form=' type="object"' + SEP,
 )
 
 

@@ -21,7 +21,8 @@ PARAM_OPENER, PARAM_CLOSER = "<parameter=", "</parameter>"
 _SHARED = {"param_open": PARAM_OPENER, "param_close": PARAM_CLOSER, "framing_newline": False,
            "newline_before_next_element": True, "end_tag_optional": True}
 BODY = TaggedParams(grammar="mimo_v2", call_tag=CALL_OPENER, call_close=CALL_CLOSER, wrapper_closers=(),
-                    head_ends=(">",), head_closer="<function=…>", **_SHARED)  # type: ignore[arg-type]
+                    head_ends=(">",), head_closer="<function=…>",
+                    head_form="{ws}<function={name}>", tail_form="</function>{ws}", **_SHARED)  # type: ignore[arg-type]
 BARE = TaggedParams(grammar="seed_oss", call_tag="<function=…>", call_close=FUNCTION_CLOSER,
                     wrapper_closers=(), **_SHARED)  # type: ignore[arg-type]
 

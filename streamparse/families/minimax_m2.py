@@ -29,6 +29,8 @@ BODY = TaggedParams(
     wrapper_closers=(BLOCK_CLOSER,),
     newline_before_next_element=True,
     end_tag_optional=True,
+    head_form='"{name}">',
+    param_form='"{key}">',
 )
 
 

@@ -27,6 +27,7 @@ BODY = TaggedParams(
     call_tag="<function=…>",
     call_close=FUNCTION_CLOSER,
     wrapper_closers=(WRAPPER_CLOSER,),
+    python_scalars=True,  # the templates print booleans and null with Python's str()
 )
 
 

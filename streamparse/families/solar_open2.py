@@ -28,6 +28,8 @@ BODY = TaggedParams(
     newline_before_next_element=True,
     end_tag_optional=True,
     repeated_key_last_wins=True,
+    head_form="{name}\n",
+    param_form="{key}<|tool_arg:value|>",
 )
 
 

@@ -23,9 +23,12 @@ PARAM_OPENER, PARAM_CLOSER = "<steptml:parameter name=", "</steptml:parameter>"
 _SHARED = {"param_open": PARAM_OPENER, "param_close": PARAM_CLOSER, "framing_newline": False,
            "newline_before_next_element": True, "end_tag_optional": True}
 BODY = TaggedParams(grammar="step3", call_tag=CALL_OPENER, call_close=CALL_CLOSER, wrapper_closers=(BLOCK_CLOSER,),
-                    head_ends=('">', "'>"), head_closer="<steptml:invoke …>", **_SHARED)  # type: ignore[arg-type]
+                    head_ends=('">', "'>"), head_closer="<steptml:invoke …>",
+                    head_form=f'function{SEP}{INVOKE_OPENER}"{{name}}">', tail_form=INVOKE_CLOSER,
+                    param_form='"{key}">', **_SHARED)  # type: ignore[arg-type]
 BARE = TaggedParams(grammar="step3_invoke", call_tag="<steptml:invoke …>", call_close=INVOKE_CLOSER,
-                    wrapper_closers=(BLOCK_CLOSER,), **_SHARED)  # type: ignore[arg-type]
+                    wrapper_closers=(BLOCK_CLOSER,), head_form='"{name}">', param_form='"{key}">',
+                    **_SHARED)  # type: ignore[arg-type]
 
 
 def render(message: Message) -> str:
