@@ -281,20 +281,21 @@ def test_required_with_no_call_in_the_answer_returns_what_was_parsed(servers: An
     assert answer.choices[0].finish_reason == "stop"
 
 
-def test_a_format_whose_grammar_cannot_express_the_choice_is_a_400(servers: Any, upstream: Upstream,
-                                                                   tmp_path: Path) -> None:
-    with pytest.raises(GrammarUnsupported) as unsupported:
-        streamparse.grammar_for("gpt_oss", HERMES_TOOLS, tool_choice="required")
+def test_a_choice_the_formats_grammar_cannot_express_is_a_400(servers: Any, upstream: Upstream,
+                                                              tmp_path: Path) -> None:
+    spaced = [{"type": "function", "function": {"name": "get time", "parameters": {"type": "object"}}}]
+    with pytest.raises(GrammarUnsupported) as unsupported:  # a harmony header cannot hold a space in a name
+        streamparse.grammar_for("gpt_oss", spaced, tool_choice="required")
     template = tmp_path / "harmony.jinja"
     template.write_text("{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}"
                         "{% if tools %}{{ tools | tojson }}{% endif %}<|start|>assistant")
     key = upstream.script("unsupported", Script(["x"]))
     server = servers(upstream.url, template, "--upstream-kind", "vllm", "--format", "gpt_oss")
     answer = httpx.post(server.url + "/chat/completions", timeout=TIMEOUT, json={
-        "messages": [{"role": "user", "content": f"{key} x"}], "tools": HERMES_TOOLS, "tool_choice": "required"})
+        "messages": [{"role": "user", "content": f"{key} x"}], "tools": spaced, "tool_choice": "required"})
     assert answer.status_code == 400
     error = answer.json()["error"]
-    assert error["param"] == "tool_choice" and "cannot be enforced" in error["message"]
+    assert error["param"] == "tool_choice" and "cannot be enforced for the gpt_oss format" in error["message"]
     assert str(unsupported.value) in error["message"]
     assert "unsupported" not in upstream.requests
 
