@@ -300,6 +300,19 @@ def test_a_choice_the_formats_grammar_cannot_express_is_a_400(servers: Any, upst
     assert "unsupported" not in upstream.requests
 
 
+def test_the_fields_are_built_once_per_engine_tools_and_choice() -> None:
+    from streamparse.serve.constraints import constraint_of, upstream_fields
+    from streamparse.validation import compiled_tools
+
+    body = {"messages": [], "tools": HERMES_TOOLS, "tool_choice": named("get_time")}
+    first = constraint_of(body, compiled_tools(json.loads(json.dumps(HERMES_TOOLS))), True)
+    again = constraint_of(dict(body), compiled_tools(json.loads(json.dumps(HERMES_TOOLS))), True)
+    assert first is not None and first == again
+    assert upstream_fields("vllm", "hermes", first) is upstream_fields("vllm", "hermes", again)
+    other = constraint_of({**body, "tool_choice": "required"}, compiled_tools(HERMES_TOOLS), True)
+    assert other is not None and upstream_fields("vllm", "hermes", other) != upstream_fields("vllm", "hermes", first)
+
+
 BAD = [
     ("unknown named function", {"tools": HERMES_TOOLS, "tool_choice": named("get_stock")},
      "tool_choice.function.name", "'get_stock', which is not among the request's tools"),

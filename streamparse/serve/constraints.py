@@ -14,7 +14,7 @@ A request needs a constraint when its `tool_choice` is "required", a named funct
 `allowed_tools`, when `parallel_tool_calls` is false, when a tool is `"strict": true` (then under
 "auto" too: the auto grammar leaves text free and holds every call to its tool's schema), or when
 `response_format` is `json_object` / `json_schema`. The fields are built once per engine, format,
-compiled tools and choice (an LRU, as `Tools` is compiled once per tool list).
+compiled tools and choice (an LRU of 128, as `Tools` is compiled once per tool list).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def kind_of_models(answer: Any) -> str | None:
     return None
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=128)  # a structural tag of many tools can be megabytes (docs/grammars.md): few are kept
 def upstream_fields(kind: str, format: str, constraint: Constraint) -> Mapping[str, Any]:
     """The completions request fields that make the `kind` engine enforce `constraint` for `format`
     (shared between requests: merge it into a body, never change it). `Unenforceable` when the
