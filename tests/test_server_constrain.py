@@ -22,7 +22,7 @@ pytest.importorskip("llguidance")
 
 from grammar_engines import gbnf_accepts, structural_tag_accepts  # noqa: E402
 from test_server import HERMES_TEMPLATE, HERMES_TOOLS, TIMEOUT, Server  # noqa: E402
-from upstream import Script, Upstream  # noqa: E402
+from upstream import Script, Upstream, free_port  # noqa: E402
 
 import streamparse  # noqa: E402
 from streamparse.constrain import GrammarUnsupported, grammar_triggers  # noqa: E402
@@ -251,6 +251,14 @@ def test_an_unknown_engine_is_a_400_naming_the_flag(servers: Any, upstream: Upst
     plain = server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": f"{key} x"}],
                                                     tools=HERMES_TOOLS)
     assert plain.choices[0].message.tool_calls[0].function.name == "get_time"  # auto needs no engine
+
+
+def test_an_unreachable_upstream_asked_for_its_engine_is_a_502(servers: Any) -> None:
+    server = servers(f"http://127.0.0.1:{free_port()}/v1")  # nothing listens there
+    answer = httpx.post(server.url + "/chat/completions", timeout=TIMEOUT, json={
+        "messages": [{"role": "user", "content": "x"}], "tools": HERMES_TOOLS, "tool_choice": "required"})
+    assert answer.status_code == 502
+    assert answer.json()["error"]["type"] == "upstream_error" and "/v1/models" in answer.json()["error"]["message"]
 
 
 def test_a_prompt_not_ending_inside_reasoning_gets_the_grammar_without_forced_reasoning(

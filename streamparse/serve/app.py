@@ -285,7 +285,11 @@ def create_app(config: ServerConfig) -> Starlette:
             finally:
                 await response.aclose()
             kind = kind_of_models(parse_upstream(raw)) if 200 <= response.status_code < 300 else None
-        except (HttpError, InvalidUpstream):
+        except HttpError as error:
+            raise RequestError(502, f"cannot reach the upstream at {config.upstream} to ask its /v1/models which "
+                               f"engine it is (needed to enforce the request's constraint): {error}",
+                               "upstream_error") from None
+        except InvalidUpstream:
             kind = None
         if kind is None:
             raise RequestError(400, "the request's tool_choice, parallel_tool_calls, strict tools or response_format "
