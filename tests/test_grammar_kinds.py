@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -186,17 +185,6 @@ def test_every_real_message_output_is_accepted(case: dict[str, Any], tool_choice
         assert lark_accepts(grammar, text, tuple(spec.special))
 
 
-# Whole real outputs the format-level assembly (`constrain/assemble.py`, the grammars helper's) does
-# not take yet, though the layouts of their calls are accepted above: (what shows it, why). Strict,
-# so a fix shows here.
-ASSEMBLY_GAPS = (
-    (lambda text, choice: re.match(r"\s+<think>", text) is not None,
-     "whitespace before the reasoning opener (GLM-4.5/4.6)"),
-    (lambda text, choice: choice == "required" and "<|close|>tools<|sep|><|close|>message<|sep|>" in text,
-     "Kimi K3's <|close|>message<|sep|> framing after the tools channel, under required"),
-)
-
-
 def _whole_outputs() -> list[Any]:
     params = []
     for case in _cases(ENVELOPE_FORMATS):
@@ -208,9 +196,7 @@ def _whole_outputs() -> list[Any]:
             texts.append(("required", case["output"].replace(expected["content"], "", 1)
                           if expected["content"] else case["output"]))
         for choice, text in texts:
-            gaps = [reason for shows, reason in ASSEMBLY_GAPS if shows(text, choice)]
-            marks = [pytest.mark.xfail(strict=True, reason=gaps[0])] if gaps else []
-            params.append(pytest.param(case, choice, text, marks=marks, id=f"{_case_id(case)}:{choice}"))
+            params.append(pytest.param(case, choice, text, id=f"{_case_id(case)}:{choice}"))
     return params
 
 

@@ -168,7 +168,10 @@ def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinki
     forced = spec.reasoning_always_open or (thinking_forced_open and not spec.ignores_forced_open)
     reasoning = _reasoning(spec, forced)
     content = _content(spec)
-    end = optional(alt(*map(Lit, spec.trailing_framing))) if spec.trailing_framing else EMPTY
+    # What may close the output: trailing framing (GigaChat's stop marker), and the format's framing
+    # markers after the last call (Kimi K3's `<|close|>message<|sep|>` after its tools channel).
+    closing = (*spec.trailing_framing, *spec.framing)
+    end = Repeat(alt(*map(Lit, closing)), 0, 2, FRAMING_SPACE) if closing else EMPTY
     mark = spec.special
     if choice.mode == "none" or not choice.names or tools is None:
         if spec.anchors and not spec.envelopes:
@@ -229,7 +232,9 @@ def _reasoning(spec: FormatSpec, forced: bool) -> Node:
     if forced:
         inside = alt(*(seq(Text((closer, *also)), Lit(closer)) for _, closer in spec.reasoning))
         return optional(inside) if spec.forced_reasoning_needs_closer else inside
-    return optional(alt(*(seq(Lit(opener), Text((closer, *also)), Lit(closer)) for opener, closer in spec.reasoning)))
+    # The block opens at the start, after optional whitespace (GLM-4.5/4.6 write `⏎<think>`).
+    blocks = alt(*(seq(Lit(opener), Text((closer, *also)), Lit(closer)) for opener, closer in spec.reasoning))
+    return optional(seq(FRAMING_SPACE, blocks))
 
 
 def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:

@@ -92,7 +92,8 @@ class _Writer:
     def calls(self, first: bool, tools: list[tuple[str, Mapping[str, Any]]], most: int | None, *,
               preamble: bool) -> Node:
         """One call message or more, ending the output; with `preamble`, a content message may come
-        first (not under "required" and a named tool: there the calls come alone, as in every format)."""
+        first (under "required" and a named tool only an empty one: the calls come alone, as in every
+        format)."""
         layout = self._layout
 
         def call(at_first: bool) -> Node:
@@ -105,9 +106,12 @@ class _Writer:
             more = Repeat(seq(Lit(layout.end), call(False)), 0, None if most is None else most - 1)
             return seq(call(at_first), more, _stop(layout.call_stop))
 
-        if layout.preamble is None or not preamble:
+        if layout.preamble is None:
             return run(first)
-        before = self.message(layout.preamble, self._before_more(), first, ended=True)
+        # Under "required" a content message may come first only empty (what a render of the calls
+        # alone keeps of it: Functionary's `all⏎` then `>>>`).
+        body = self._before_more() if preamble else Lit("")
+        before = self.message(layout.preamble, body, first, ended=True)
         return alt(seq(before, run(False)), run(first))
 
     def _call_header(self, name: str) -> str:
