@@ -227,7 +227,7 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
                           text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line,
                           upstream_token_ids=opts.upstream_token_ids, api_key=api_key,
-                          upstream_api_key=upstream_api_key, limits=limits)
+                          upstream_api_key=upstream_api_key, limits=limits, upstream_kind=opts.upstream_kind)
     return serve(config, opts.host, opts.port, opts.log_level, _serve_workers(opts.workers), opts.shutdown_timeout)
 
 
@@ -390,6 +390,11 @@ def _add_serve(commands: Any) -> None:
     serve_cmd.add_argument("--text-prompt", action="store_true",
                            help="send the rendered prompt as text, not token ids (needed without a tokenizer.json; "
                                 "open to special-token injection: request text can become control tokens)")
+    serve_cmd.add_argument("--upstream-kind", choices=("vllm", "sglang", "llama.cpp"),
+                           help="the engine behind --upstream, which decides how tool_choice 'required', a named "
+                                "function, allowed_tools, parallel_tool_calls false, strict tools and "
+                                "response_format are sent for it to enforce (default: found from its /v1/models "
+                                "when a request needs it)")
     serve_cmd.add_argument("--upstream-token-ids", choices=("auto", "on", "off"), default="auto",
                            help="ask the upstream for generated token ids (return_token_ids, vLLM >= 0.10.2) and "
                                 "take calls only from real special tokens; auto (default): an answer without ids "

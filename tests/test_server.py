@@ -311,7 +311,8 @@ def test_bad_requests_are_openai_errors(servers: Any, upstream: Upstream, tmp_pa
         server.client().chat.completions.create(model="m", messages=[])
     with pytest.raises(openai.BadRequestError, match="tool_choice"):
         server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
-                                                tools=HERMES_TOOLS, tool_choice="required")
+                                                tools=HERMES_TOOLS, tool_choice={"type": "function",
+                                                                                 "function": {"name": "nope"}})
     with pytest.raises(openai.BadRequestError, match="invalid tools"):
         server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], tools=[
             {"type": "function", "function": {"name": "f", "parameters": {"type": "no-such-type"}}}])

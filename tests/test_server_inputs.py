@@ -146,9 +146,9 @@ BAD_REQUESTS: list[tuple[str, Any, str | None, str]] = [
         "name": "f", "parameters": "object"}}]}, "tools[0].function.parameters", "JSON Schema object"),
     ("tool schema invalid", {"messages": GOOD, "tools": [{"type": "function", "function": {
         "name": "f", "parameters": {"type": "object", "properties": 5}}}]}, "tools", "invalid tools"),
-    ("tool_choice required", {"messages": GOOD, "tools": TOOLS, "tool_choice": "required"}, "tool_choice",
-     "cannot constrain"),
-    ("tool_choice a number", {"messages": GOOD, "tool_choice": 5}, "tool_choice", "'auto' or 'none'"),
+    ("tool_choice required without tools", {"messages": GOOD, "tool_choice": "required"}, "tool_choice",
+     "needs tools"),
+    ("tool_choice a number", {"messages": GOOD, "tool_choice": 5}, "tool_choice", "'auto', 'none', 'required'"),
     ("parallel_tool_calls a string", {"messages": GOOD, "parallel_tool_calls": "yes"}, "parallel_tool_calls",
      "true or false"),
     ("stream a string", {"messages": GOOD, "stream": "false"}, "stream", "true or false"),
@@ -407,7 +407,7 @@ JSON_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
 FIELDS = [("body", name) for name in (
     "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options", "n", "logprobs",
     "top_logprobs", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
-    "chat_template_kwargs", "model", "unknown_key")] + [
+    "chat_template_kwargs", "model", "response_format", "unknown_key")] + [
     ("message", "role"), ("message", "content"), ("message", "name"), ("message", "tool_call_id"),
     ("assistant", "tool_calls"), ("call", "function"), ("call_function", "arguments"), ("tool", "function"),
     ("tool_function", "parameters")]

@@ -3,6 +3,7 @@ streaming token by token from scripted outputs or recorded llama.cpp / vLLM stre
 
 A request picks its script by a key written in the prompt as `[[key]]` (so concurrent requests never
 share one). Every request body is recorded by key, and so is a stream the client went away from.
+`/v1/models` names the engine given as `owned_by` (404 without one), as vLLM, SGLang and llama-server do.
 Run alone (`python tests/upstream.py PORT`) it serves the bench's scripts.
 """
 
@@ -63,7 +64,9 @@ class Script:
 class Upstream:
     """The fake upstream in a thread of the test process."""
 
-    def __init__(self) -> None:
+    def __init__(self, owned_by: str | None = None) -> None:
+        self.owned_by = owned_by  # /v1/models names this owner (as vLLM "vllm", llama-server "llamacpp"); None: 404
+        self.models_asked = 0     # how many times /v1/models was asked
         self.scripts: dict[str, Script] = {}
         self.requests: dict[str, list[dict[str, Any]]] = {}
         self.cancelled: set[str] = set()
@@ -109,8 +112,15 @@ class Upstream:
         async def health(request: Request) -> Response:
             return JSONResponse({"status": "ok"})
 
+        async def models(request: Request) -> Response:
+            self.models_asked += 1
+            if self.owned_by is None:
+                return JSONResponse({"detail": "Not Found"}, status_code=404)
+            return JSONResponse({"object": "list", "data": [
+                {"id": "fake-model", "object": "model", "created": 1764460000, "owned_by": self.owned_by}]})
+
         return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]),
-                                 Route("/health", health)])
+                                 Route("/v1/models", models), Route("/health", health)])
 
     @staticmethod
     def _raw(script: Script, body: dict[str, Any]) -> Response:

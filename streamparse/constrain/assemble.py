@@ -191,6 +191,13 @@ def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinki
                   mark_special(content, mark))
 
 
+def reasoning_part(spec: FormatSpec, thinking_forced_open: bool) -> Node:
+    """The reasoning the format's output may (or, forced open, must) start with, as `output_grammar`
+    writes it: what may stand before an answer held to a JSON schema (`serve`'s response_format)."""
+    forced = spec.reasoning_always_open or (thinking_forced_open and not spec.ignores_forced_open)
+    return mark_special(_reasoning(spec, forced), spec.special)
+
+
 def content_stops(spec: FormatSpec) -> tuple[str, ...]:
     """What content text may not hold: every delimiter the format reads, and its reserved strings."""
     return tuple(dict.fromkeys((*spec.delimiters, *spec.reserved)))

@@ -32,8 +32,10 @@ from ..openai import _ChunkMaker, chat_completion
 from ..options import OPTION_NAMES, Options
 from ..registry import get_format
 from ..types import ReasoningField
+from ..validation import compiled_tools
 from .access import RequireApiKey
 from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
+from .constraints import Constraint, Unenforceable, constraint_of, kind_of_models, upstream_fields
 from .http import HttpClient, HttpError, HttpResponse
 from .limits import Limits, OverLimit, check_messages, read_body
 from .metrics import CONTENT_TYPE, Metrics, shared_between_workers
@@ -72,6 +74,9 @@ class ServerConfig:
     api_key: str | None = None          # clients send `Authorization: Bearer KEY`; None: open to all
     upstream_api_key: str | None = None  # sent upstream as `Authorization: Bearer KEY`
     limits: Limits = field(default_factory=Limits)  # request body bytes, number of messages
+    # The engine behind `upstream` ("vllm", "sglang", "llama.cpp"): how a tool_choice or response_format
+    # is sent for it to enforce (`constraints`); None: found from its /v1/models when a request needs it.
+    upstream_kind: str | None = None
 
 
 class RequestError(Exception):
@@ -103,6 +108,7 @@ class _Prepared:
     options: Options
     upstream_body: dict[str, Any]
     tokenizer: PromptTokenizer | None = None  # the generated ids are read with it (token-aware)
+    constraint: Constraint | None = None  # what the upstream must enforce (its fields added once the engine is known)
 
 
 def _id_tokenizer(config: ServerConfig) -> PromptTokenizer | None:
@@ -136,6 +142,11 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
             options = options.with_changes(tools=tools)
     except (ValueError, TypeError) as error:
         raise RequestError(400, f"invalid tools: {error}", param="tools") from None
+    forced_open = options.thinking_forced_open or get_format(options.format).ends_inside_reasoning(prompt)
+    try:
+        constraint = constraint_of(body, None if options.tools is None else compiled_tools(options.tools), forced_open)
+    except Unenforceable as error:
+        raise RequestError(400, str(error), param=error.param) from None
 
     stream = body.get("stream") is True
     include_usage = (body.get("stream_options") or {}).get("include_usage") is True
@@ -154,7 +165,7 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
         upstream_body["return_token_ids"] = True  # vLLM; engines that do not know it ignore it
         options = options.with_changes(special_tokens="require")
     model = str(body.get("model") or config.model)
-    return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body, tokenizer)
+    return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body, tokenizer, constraint)
 
 
 def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bool) -> dict[str, Any]:
@@ -261,6 +272,41 @@ def create_app(config: ServerConfig) -> Starlette:
 
     notice = _TextNotice()
     required = config.upstream_token_ids == "on"
+    found_kind: list[str] = [config.upstream_kind] if config.upstream_kind else []
+
+    async def upstream_kind() -> str:
+        """The upstream engine's kind: `config.upstream_kind`, or what its /v1/models names (asked once)."""
+        if found_kind:
+            return found_kind[0]
+        try:
+            response = await client.get("models")
+            try:
+                raw = await response.read(config.max_upstream_line)
+            finally:
+                await response.aclose()
+            kind = kind_of_models(parse_upstream(raw)) if 200 <= response.status_code < 300 else None
+        except HttpError as error:
+            raise RequestError(502, f"cannot reach the upstream at {config.upstream} to ask its /v1/models which "
+                               f"engine it is (needed to enforce the request's constraint): {error}",
+                               "upstream_error") from None
+        except InvalidUpstream:
+            kind = None
+        if kind is None:
+            raise RequestError(400, "the request's tool_choice, parallel_tool_calls, strict tools or response_format "
+                               "need the upstream to enforce a grammar, and the engine behind "
+                               f"{config.upstream} is not known from its /v1/models (owned_by vllm, sglang or "
+                               "llamacpp): start serve with --upstream-kind vllm|sglang|llama.cpp")
+        found_kind.append(kind)
+        return kind
+
+    async def constrain(prepared: _Prepared) -> None:
+        if prepared.constraint is None:
+            return
+        kind = await upstream_kind()
+        try:
+            prepared.upstream_body.update(upstream_fields(kind, prepared.options.format, prepared.constraint))
+        except Unenforceable as error:
+            raise RequestError(400, str(error), param=error.param) from None
 
     def tokens(prepared: _Prepared, chunk: dict[str, Any]) -> dict[str, Any]:
         if prepared.tokenizer is None:
@@ -334,6 +380,7 @@ def create_app(config: ServerConfig) -> Starlette:
             except ClientDisconnect:  # the body ended before its Content-Length: nobody is left to answer
                 raise RequestError(400, "the connection closed before the request body ended") from None
             prepared = _prepare(config, body)
+            await constrain(prepared)
             if prepared.stream:
                 response = await open_upstream(prepared, record)
                 # The background task closes the upstream stream however the response ends, also when the

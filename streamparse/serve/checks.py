@@ -136,12 +136,8 @@ def check_request(body: Mapping[str, Any]) -> None:
     tools = _optional(body, "tools", lambda value: isinstance(value, list), "a list of tool definitions")
     for i, tool in enumerate(tools or ()):
         _check_tool(tool, f"tools[{i}]")
-    choice = body.get("tool_choice")
-    if choice is not None and choice not in ("auto", "none"):
-        if choice == "required" or isinstance(choice, dict):
-            raise InvalidRequest(f"tool_choice {choice!r} is not supported (the proxy cannot constrain generation); "
-                                 "use 'auto' or 'none'", "tool_choice")
-        raise InvalidRequest(f"'tool_choice' must be 'auto' or 'none', not {choice!r}", "tool_choice")
+    _check_tool_choice(body.get("tool_choice"), [tool["function"]["name"] for tool in tools or ()])
+    _check_response_format(body.get("response_format"))
     for key in ("parallel_tool_calls", "stream", "logprobs"):
         _optional(body, key, lambda value: isinstance(value, bool), "true or false")
     options = _optional(body, "stream_options", lambda value: isinstance(value, dict), "an object")
@@ -165,6 +161,72 @@ def check_request(body: Mapping[str, Any]) -> None:
         raise InvalidRequest(f"'chat_template_kwargs.{key}' is set by the proxy from the request; send it as the "
                              "request's own field, not as a template kwarg", f"chat_template_kwargs.{key}")
     _optional(body, "model", lambda value: isinstance(value, str), "a string")
+
+
+_NAMED = "{'type': 'function', 'function': {'name': ...}}"
+_ALLOWED = ("{'type': 'allowed_tools', 'allowed_tools': {'mode': 'auto' or 'required', 'tools': [" + _NAMED
+            + ", ...]}}")
+
+
+def _check_tool_choice(choice: Any, names: list[str]) -> None:
+    """`tool_choice` is "auto", "none", "required", a named function or OpenAI's allowed_tools, and
+    every tool it names is among the request's tools."""
+    if choice is None or choice in ("auto", "none"):
+        return
+    if choice == "required":
+        if not names:
+            raise InvalidRequest("tool_choice 'required' needs tools: send 'tools', or use 'auto' or 'none'",
+                                 "tool_choice")
+        return
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        allowed = choice.get("allowed_tools")
+        entries = allowed.get("tools") if isinstance(allowed, dict) else None
+        if not isinstance(allowed, dict) or allowed.get("mode") not in ("auto", "required") \
+                or not isinstance(entries, list) or not entries:
+            raise InvalidRequest(f"'tool_choice' of type allowed_tools must look like {_ALLOWED}", "tool_choice")
+        for i, entry in enumerate(entries):
+            _named(entry, names, f"tool_choice.allowed_tools.tools[{i}]")
+        return
+    if isinstance(choice, dict):
+        _named(choice, names, "tool_choice")
+        return
+    raise InvalidRequest(f"'tool_choice' must be 'auto', 'none', 'required', {_NAMED} or allowed_tools, "
+                         f"not {choice!r}", "tool_choice")
+
+
+def _named(entry: Any, names: list[str], path: str) -> None:
+    function = entry.get("function") if isinstance(entry, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(entry, dict) or entry.get("type") != "function" or not isinstance(name, str):
+        raise InvalidRequest(f"'{path}' must look like {_NAMED}, not {entry!r}", path)
+    if name not in names:
+        listed = ", ".join(map(repr, names)) or "none were sent"
+        raise InvalidRequest(f"'{path}' names the function {name!r}, which is not among the request's tools "
+                             f"({listed}); name one of them, or add it to 'tools'", f"{path}.function.name")
+
+
+def _check_response_format(value: Any) -> None:
+    """`response_format` is {"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
+    "json_schema": {"name": ..., "schema": {...}, "strict": ...}}."""
+    if value is None:
+        return
+    _need(isinstance(value, dict), "response_format", value, "an object ({'type': 'text', 'json_object' or "
+                                                             "'json_schema'})")
+    kind = value.get("type")
+    if kind in ("text", "json_object"):
+        return
+    if kind != "json_schema":
+        raise InvalidRequest(f"'response_format.type' must be 'text', 'json_object' or 'json_schema', not {kind!r}",
+                             "response_format.type")
+    spec = value.get("json_schema")
+    _need(isinstance(spec, dict), "response_format.json_schema", spec,
+          "an object ({'name': ..., 'schema': {...}, 'strict': true})")
+    _optional(spec, "name", lambda item: isinstance(item, str), "a string", "response_format.json_schema.")
+    _optional(spec, "strict", lambda item: isinstance(item, bool), "true or false", "response_format.json_schema.")
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        raise InvalidRequest(f"'response_format.json_schema.schema' must be a JSON Schema object, not {_kind(schema)}"
+                             " (send the schema the answer must follow)", "response_format.json_schema.schema")
 
 
 def _check_message(message: Any, path: str) -> None:

@@ -220,6 +220,14 @@ class HttpClient:
         dropped and the request sent on the next, as HTTP clients do for kept connections."""
         target = self.path.rstrip("/") + "/" + path.lstrip("/")
         request = (f"POST {target} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n").encode() + body
+        return await self._send(request)
+
+    async def get(self, path: str) -> HttpResponse:
+        """GET `path` (below the base URL's path), on a kept connection as `post` does."""
+        target = self.path.rstrip("/") + "/" + path.lstrip("/")
+        return await self._send(f"GET {target} HTTP/1.1\r\n{self._head}\r\n".encode())
+
+    async def _send(self, request: bytes) -> HttpResponse:
         while self._idle:  # a kept connection the upstream closed meanwhile fails before any answer: next one
             connection = self._idle.pop()
             if connection.usable():
