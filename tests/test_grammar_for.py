@@ -118,7 +118,8 @@ def _options(case: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("case", LAID, ids=_label)
 def test_every_real_output_is_accepted_with_auto(case: dict[str, Any], syntax: str) -> None:
     fmt, text = _format(case), case["output"]
-    if _known_engine_gap(fmt, syntax, text):
+    if _known_engine_gap(fmt, syntax, text):  # asserted refused: the day the engine reads it, this says so
+        assert not accepts(fmt, syntax, text, case["tools"], **_options(case))
         return
     if _layout_gap(fmt, syntax, text):
         assert not accepts(fmt, syntax, text, case["tools"], **_options(case))
@@ -140,7 +141,8 @@ def _calls_only(case: dict[str, Any]) -> str:
 @pytest.mark.parametrize("case", CALLING, ids=_label)
 def test_the_calls_of_every_real_output_are_accepted_with_required(case: dict[str, Any], syntax: str) -> None:
     fmt, text = _format(case), _calls_only(case)
-    if _known_engine_gap(fmt, syntax, text):
+    if syntax == "lark" and _PRINTABLE_ESCAPE.search(text):  # the JSON gap; GigaChat 3's needs content first
+        assert not accepts(fmt, syntax, text, case["tools"], tool_choice="required", **_options(case))
         return
     if _layout_gap(fmt, syntax, text, "required"):
         assert not accepts(fmt, syntax, text, case["tools"], tool_choice="required", **_options(case))
@@ -153,6 +155,7 @@ def test_the_calls_of_every_real_output_are_accepted_with_required(case: dict[st
 def test_tool_choice_decides_which_calls_are_allowed(case: dict[str, Any], syntax: str) -> None:
     fmt, text, tools, options = _format(case), case["output"], case["tools"], _options(case)
     if _known_engine_gap(fmt, syntax, text):
+        assert not accepts(fmt, syntax, text, tools, **options)
         return
     called = case["expected"]["tool_calls"][0]["name"]
     other = next(tool["function"]["name"] for tool in tools if tool["function"]["name"] != called)
