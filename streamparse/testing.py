@@ -78,10 +78,16 @@ _CODE = [
 ]
 
 
+# Closers a format's scanner finds wherever they stand, inside a string too, as the reference parser
+# does (FORMATS.md: OLMo 3's `</function_calls>` ends the block): a value cannot hold them whole.
+_CLOSE_ANYWHERE = {"olmo3": ("</function_calls>",)}
+
+
 def _string_values(format: str) -> st.SearchStrategy[str]:
     """Code-like strings with delimiters (or, where a format cannot escape them, near-misses) inside."""
     spec = get_format(format)
     forbidden = spec.reserved if not spec.untyped_values else (*spec.delimiters, *spec.reserved)
+    forbidden = (*forbidden, *_CLOSE_ANYWHERE.get(format, ()))
     tags = [*spec.delimiters, *spec.reserved]
     near_misses = [tag[:-1] for tag in tags] + [tag[:-1] + " " + tag[-1] for tag in tags] + [tag[1:] for tag in tags]
     fragments = st.one_of(
