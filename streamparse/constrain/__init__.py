@@ -17,9 +17,10 @@ from typing import Any
 from ..grammar_ir import SPACE, GrammarUnsupported, seq
 from ..registry import get_format
 from ..validation import Tools
-from .assemble import Choice, call_openers, choice_of, output_grammar
+from .assemble import Choice, call_openers, choice_of
 from .gbnf import gbnf
 from .lark import lark
+from .output import output_grammar
 from .structural_tag import structural_tag
 
 SYNTAXES = ("structural_tag", "lark", "gbnf")

@@ -159,12 +159,9 @@ class Output:
         return seq(out, self.end)
 
 
-def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
-    """The grammar of everything the format's model may write under `choice`, as its parts."""
-    if spec.messages is not None:
-        from .layouts_messages import messages_output  # (it builds on this module's pieces)
-
-        return messages_output(spec, tools, choice)
+def envelope_output(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
+    """The grammar of everything a format of envelopes (not headed messages: `output.output_grammar`)
+    may write under `choice`, as its parts."""
     forced = spec.reasoning_always_open or (thinking_forced_open and not spec.ignores_forced_open)
     reasoning = _reasoning(spec, forced)
     content = _content(spec)
@@ -192,7 +189,7 @@ def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinki
 
 
 def reasoning_part(spec: FormatSpec, thinking_forced_open: bool) -> Node:
-    """The reasoning the format's output may (or, forced open, must) start with, as `output_grammar`
+    """The reasoning the format's output may (or, forced open, must) start with, as `envelope_output`
     writes it: what may stand before an answer held to a JSON schema (`serve`'s response_format)."""
     forced = spec.reasoning_always_open or (thinking_forced_open and not spec.ignores_forced_open)
     return mark_special(_reasoning(spec, forced), spec.special)

@@ -1,0 +1,16 @@
+"""The grammar of a format's whole output: headed messages (`layouts_messages`) or envelopes
+(`assemble`), chosen here so that neither of those modules imports the other."""
+
+from __future__ import annotations
+
+from ..spec import FormatSpec
+from ..validation import Tools
+from .assemble import Choice, Output, envelope_output
+from .layouts_messages import messages_output
+
+
+def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
+    """The grammar of everything the format's model may write under `choice`, as its parts."""
+    if spec.messages is not None:
+        return messages_output(spec, tools, choice)
+    return envelope_output(spec, tools, choice, thinking_forced_open)
