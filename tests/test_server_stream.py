@@ -55,6 +55,12 @@ def test_the_chunked_coding_is_undone_however_the_reads_fall(sizes: list[int], r
 
 @pytest.mark.parametrize(("wire", "words"), [
     (b"zz\r\nabc\r\n", "bad chunk size"),
+    (b"-5\r\nabcde\r\n", "bad chunk size"),
+    (b"+5\r\nabcde\r\n", "bad chunk size"),
+    (b"0x5\r\nabcde\r\n", "bad chunk size"),
+    (b"5_0\r\n", "bad chunk size"),
+    (b"\r\n", "bad chunk size"),
+    (b"1" * 17 + b"\r\n", "bad chunk size"),
     (b"3\r\nabcdef\r\n", "longer than its size"),
     (b"1" * 2000, "never ends"),
 ])

@@ -24,6 +24,7 @@ __all__ = ["HttpClient", "HttpError", "HttpResponse", "split_url"]
 _READ = 1 << 16           # bytes asked of the socket per read
 _MAX_HEAD = 1 << 16       # bytes of a status line and headers
 _MAX_SIZE_LINE = 1024     # bytes of a chunk-size line (with extensions)
+_HEX = b"0123456789abcdefABCDEF"
 _REST = 1.0               # seconds `HttpResponse.finish` waits for the end of a body
 _T = TypeVar("_T")
 
@@ -109,10 +110,11 @@ class _Chunked:
             if self.trailer:
                 self.done = not line
                 continue
-            try:
-                self.left = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise HttpError("RemoteProtocolError", f"the upstream sent a bad chunk size {line[:40]!r}") from None
+            digits = line.split(b";", 1)[0].strip(b" \t")
+            # Hex digits only (RFC 9112 7.1): `int(..., 16)` alone would also take "-5", "+5", "0x5", "5_0".
+            if not 0 < len(digits) <= 16 or digits.strip(_HEX):
+                raise HttpError("RemoteProtocolError", f"the upstream sent a bad chunk size {line[:40]!r}")
+            self.left = int(digits, 16)
             self.trailer = not self.left
         self.held = held[pos:] if pos < size else b""
         return b"".join(out) if len(out) != 1 else out[0]
