@@ -311,3 +311,11 @@ def test_an_upstream_that_closes_mid_answer_or_goes_silent_is_an_http_error() ->
     assert asyncio.run(run(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhel", 0.3)) in ("RemoteProtocolError",
                                                                                        "ReadTimeout")
     assert asyncio.run(run(CHUNKED[:40], 0.3)) == "ReadTimeout"
+
+
+@pytest.mark.parametrize("head", [b"HTTP/1.1 \xb2\xb2\xb2 OK", b"HTTP/1.1 2x0 OK", b"HTTP/2 200", b"garbage"])
+def test_an_answer_head_without_an_http1_status_is_a_protocol_error(head: bytes) -> None:
+    from streamparse.serve.http import _head
+
+    with pytest.raises(HttpError, match="not an HTTP/1 status"):
+        _head(head + b"\r\ncontent-type: text/plain")

@@ -131,7 +131,7 @@ class HttpResponse:
         self._connection: _Connection | None = connection
         self._chunked = _Chunked() if "chunked" in headers.get("transfer-encoding", "").lower() else None
         length = headers.get("content-length")
-        self._left = int(length) if self._chunked is None and length is not None and length.isdigit() else None
+        self._left = int(length) if self._chunked is None and length is not None and _is_number(length) else None
         self._keep = headers.get("connection", "").lower() != "close" and (
             self._chunked is not None or self._left is not None)
         self._done = self._left == 0 or status in (204, 304)
@@ -315,12 +315,17 @@ class _Stale(Exception):
     """A connection closed before any byte of an answer (a kept one the upstream dropped)."""
 
 
+def _is_number(text: str) -> bool:
+    """ASCII digits only: `str.isdigit` also takes "²" (a latin-1 byte of a head), which `int` refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def _head(raw: bytes) -> tuple[int, dict[str, str]]:
     """The status and headers (lower-case names; a repeated one keeps its last value) of an answer head."""
     lines = raw.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code = rest[:3]
-    if not version.startswith("HTTP/1.") or not code.isdigit():
+    if not version.startswith("HTTP/1.") or not _is_number(code):
         raise HttpError("RemoteProtocolError", f"the upstream's answer starts {lines[0][:60]!r}, not an HTTP/1 status")
     headers = {}
     for line in lines[1:]:
