@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -210,9 +211,30 @@ def test_a_content_length_that_lies_short_reads_only_that_many_bytes(bounded: Se
     body = json.dumps(_chat("[[none]]", padding="y" * 20000)).encode()
     head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: 40\r\n\r\n")
-    answer = _raw(bounded, head + body)
-    assert _status(answer) == 400 and b"not JSON" in answer  # the first 40 bytes, cut mid-object
+    with socket.create_connection(("127.0.0.1", bounded.port), timeout=TIMEOUT) as sock:
+        sock.sendall(head + body[:40])
+        answer = _answer(sock)  # the first 40 bytes, cut mid-object, are the whole request
+        assert _status(answer) == 400 and b"not JSON" in answer
+        sock.sendall(body[40:])  # the rest reads as a next request, which is no HTTP at all
+        assert _status(_answer(sock)) == 400
     assert httpx.get(f"http://127.0.0.1:{bounded.port}/health", timeout=TIMEOUT).status_code == 200
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """One answer with a Content-Length read off `sock`, and nothing after it."""
+    got = b""
+    while b"\r\n\r\n" not in got or len(got) < _length(got):
+        data = sock.recv(65536)
+        if not data:
+            break
+        got += data
+    return got
+
+
+def _length(answer: bytes) -> int:
+    head, _, _ = answer.partition(b"\r\n\r\n")
+    found = re.search(rb"(?im)^content-length: *(\d+)", head)
+    return len(head) + 4 + int(found.group(1)) if found else len(answer)
 
 
 def test_a_body_that_ends_before_its_content_length_is_no_server_error(
