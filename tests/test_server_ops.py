@@ -334,6 +334,28 @@ def test_streams_open_counts_a_stream_while_it_is_sent(observed: tuple[Server, P
     assert _metrics(server)[("streamparse_streams_open", ())] == 0
 
 
+def test_a_client_that_leaves_mid_stream_is_no_upstream_error(observed: tuple[Server, Path],
+                                                              upstream: Upstream) -> None:
+    server, log = observed
+    key = upstream.script("m-left", Script(["word " * 2000], delay=0.01))
+    before = _metrics(server)
+    with httpx.stream("POST", server.url + "/chat/completions", json=_chat(key, stream=True),
+                      headers={"X-Request-Id": "client-left"}, timeout=TIMEOUT) as answer:
+        lines = answer.iter_lines()
+        next(lines)
+        next(lines)  # then the client goes away, 20 s before the upstream would end
+    deadline = time.monotonic() + 10
+    while ("m-left" not in upstream.cancelled or "request_id=client-left " not in log.read_text()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "m-left" in upstream.cancelled
+    line = next(line for line in log.read_text().splitlines() if "request_id=client-left " in line)
+    assert "status=200" in line and "upstream_error" not in line
+    after = _metrics(server)
+    assert _moved(before, after, "streamparse_upstream_errors_total", kind="stream") == 0
+    assert after[("streamparse_streams_open", ())] == 0
+
+
 def test_each_request_has_an_id_and_one_log_line(observed: tuple[Server, Path], upstream: Upstream) -> None:
     server, log = observed
     key = upstream.script("m-logged", Script([ANSWER + "hello there"]))

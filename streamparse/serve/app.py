@@ -16,16 +16,15 @@ import json
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..openai import _ChunkMaker, chat_completion
@@ -40,7 +39,7 @@ from .http import HttpClient, HttpError, HttpResponse
 from .limits import Limits, OverLimit, check_messages, read_body
 from .metrics import CONTENT_TYPE, Metrics, shared_between_workers
 from .requests import RequestLog, RequestRecord, configure_logging
-from .sse import ChunkWriter, sse
+from .sse import ChunkWriter, EventStream, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
 from .upstream import UpstreamEvents, UpstreamStreamError, error_message, joined
@@ -315,7 +314,7 @@ def create_app(config: ServerConfig) -> Starlette:
         return _with_tokens(chunk, prepared.tokenizer, required)
 
     async def stream_answer(prepared: _Prepared, response: HttpResponse,
-                            record: RequestRecord) -> AsyncIterator[bytes]:
+                            record: RequestRecord) -> AsyncGenerator[bytes, None]:
         """The answer's events as the upstream's arrive: what one upstream read completes is parsed and
         sent in one write, at once (nothing waits for more)."""
         maker = _ChunkMaker(prepared.options, prepared.model, None, config.reasoning_field, text_fallback=not required)
@@ -355,9 +354,10 @@ def create_app(config: ServerConfig) -> Starlette:
             record.upstream_error = "stream"
             out.append(sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}}))
         except HttpError as error:
-            record.upstream_error = "stream"
-            out.append(sse({"error": {"message": f"the upstream stream broke off: {error}", "type": "upstream_error",
-                                      "param": None, "code": 502}}))
+            if not response.aborted:  # else the client went away, and nobody reads this
+                record.upstream_error = "stream"
+                out.append(sse({"error": {"message": f"the upstream stream broke off: {error}",
+                                          "type": "upstream_error", "param": None, "code": 502}}))
         except Exception as error:  # the last line of defence: every known failure is handled above
             out.append(sse(_unexpected(record.id, error)))
         finally:
@@ -383,11 +383,11 @@ def create_app(config: ServerConfig) -> Starlette:
             await constrain(prepared)
             if prepared.stream:
                 response = await open_upstream(prepared, record)
-                # The background task closes the upstream stream however the response ends, also when the
-                # client went away before the first byte (then the generator never ran its finally).
-                return StreamingResponse(stream_answer(prepared, response, record), media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-                                         background=BackgroundTask(response.aclose))
+                # `close` closes the upstream stream however the answer ends, also when the client went
+                # away before the first byte (then the generator never ran its finally).
+                return EventStream(stream_answer(prepared, response, record),
+                                   {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                                   on_disconnect=response.abort, close=response.aclose)
             response = await open_upstream(prepared, record)
             try:
                 completion = parse_upstream(await response.read())

@@ -136,6 +136,7 @@ class HttpResponse:
             self._chunked is not None or self._left is not None)
         self._done = self._left == 0 or status in (204, 304)
         self._draining = False
+        self.aborted = False  # by `abort`: the client went away
 
     async def pieces(self) -> AsyncIterator[bytes]:
         """The body as it arrives: what one socket read brought (never empty), until the body's end."""
@@ -185,6 +186,14 @@ class HttpResponse:
         finally:
             self._draining = False
             await self.aclose()
+
+    def abort(self) -> None:
+        """Drop the connection at once (the client went away): a read waiting on it ends, and the
+        upstream sees its request cancelled."""
+        self.aborted = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.abort()
 
     async def aclose(self) -> None:
         if self._draining:  # `finish` closes it

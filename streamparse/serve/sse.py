@@ -1,19 +1,23 @@
-"""`chat.completion.chunk` objects written as server-sent events, cheaply.
+"""`chat.completion.chunk` objects written as server-sent events, cheaply, and the answer that sends them.
 
 Within one answer `id`, `object`, `created` and `model` never change, so their JSON is written once
 per request (`ChunkWriter`); per chunk only the choice is written, and a delta of strings (content,
 reasoning, the role) by escaping its strings, without walking a dict. The bytes are those of
-`json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))` (tests/test_server_sse.py holds them
+`json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))` (tests/test_server_stream.py holds them
 to it); a chunk of another shape (usage, an error) is written by `json.dumps` itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
-__all__ = ["ChunkWriter", "sse"]
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+__all__ = ["ChunkWriter", "EventStream", "sse"]
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _escape = json.encoder.encode_basestring  # the C string escaper json.dumps(ensure_ascii=False) uses
@@ -59,3 +63,37 @@ def _delta_json(delta: dict[str, Any]) -> str:
             return _ENCODER.encode(delta)
         parts.append(_escape(key) + ":" + _escape(value))
     return "{" + ",".join(parts) + "}"
+
+
+class EventStream(StreamingResponse):
+    """A `text/event-stream` answer: each piece of `events` is sent as it comes. When the client goes
+    away, `on_disconnect` runs at once (the app aborts its upstream read, which ends `events`; what they
+    still make is dropped). `close` runs however the answer ends, also when `events` never started.
+
+    Starlette's `StreamingResponse` watches for the disconnect with an anyio task group per answer,
+    a tenth of a millisecond on the path to the first token; one asyncio task does the same here.
+    """
+
+    def __init__(self, events: AsyncGenerator[bytes, None], headers: Mapping[str, str],
+                 on_disconnect: Callable[[], None], close: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(events, headers=headers, media_type="text/event-stream")
+        self._events = events
+        self._on_disconnect = on_disconnect
+        self._close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self._on_disconnect()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for piece in self._events:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+            await self._events.aclose()
+            await self._close()
