@@ -46,11 +46,13 @@ class Server:
     """One `python -m streamparse serve` process, killed by the fixture that made it; its stderr goes to
     a pipe read when it fails to start, or to the file given."""
 
-    def __init__(self, upstream_url: str, template: Path, *flags: str, stderr: Any = subprocess.PIPE) -> None:
+    def __init__(self, upstream_url: str, template: Path, *flags: str, stderr: Any = subprocess.PIPE,
+                 env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.process = subprocess.Popen(serve_argv(upstream_url, template, self.port, *flags), cwd=ROOT,
-                                        stdout=subprocess.DEVNULL, stderr=stderr)
+                                        stdout=subprocess.DEVNULL, stderr=stderr,
+                                        env={**os.environ, **env} if env else None)
         deadline = time.monotonic() + 30
         while True:
             if self.process.poll() is not None:

@@ -624,3 +624,66 @@ def test_rejected_calls_are_counted_with_the_log_at_warning(bounded: Server, ups
                                                       tools=HERMES_TOOLS)
     assert answer.choices[0].message.tool_calls is None
     assert _moved(before, _metrics(bounded), "streamparse_rejected_calls_total", status=status, format="hermes") == 1
+
+
+# --------------------------------------------------------------------------------------------
+# An HTTPS upstream: verified against the trusted authorities (SSL_CERT_FILE adds one)
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tls_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Upstream, Path]]:
+    """The fake upstream over HTTPS with a certificate for 127.0.0.1 from a test authority, and the
+    authority's certificate file."""
+    import trustme
+
+    authority = trustme.CA()
+    issued = authority.issue_cert("127.0.0.1", "localhost")
+    folder = tmp_path_factory.mktemp("tls")
+    chain, key, trusted = folder / "chain.pem", folder / "key.pem", folder / "authority.pem"
+    chain.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    issued.private_key_pem.write_to_path(str(key))
+    authority.cert_pem.write_to_path(str(trusted))
+    server = Upstream().start(tls=(str(chain), str(key)))
+    yield server, trusted
+    server.stop()
+
+
+def test_an_https_upstream_with_a_trusted_certificate_answers_both_ways(tls_upstream: tuple[Upstream, Path]) -> None:
+    upstream, trusted = tls_upstream
+    assert upstream.url.startswith("https://")
+    key = upstream.script("tls", Script([ANSWER + "over tls"]))
+    server = Server(upstream.url, HERMES_TEMPLATE, env={"SSL_CERT_FILE": str(trusted)})
+    try:
+        client = server.client()
+        whole = client.chat.completions.create(model="m", messages=[{"role": "user", "content": f"{key} a"}])
+        assert whole.choices[0].message.content == "over tls"
+        stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": f"{key} b"}],
+                                                stream=True)
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == "over tls"
+    finally:
+        server.stop()
+
+
+def test_an_https_upstream_whose_certificate_is_not_trusted_is_a_502(tls_upstream: tuple[Upstream, Path]) -> None:
+    upstream, _ = tls_upstream
+    key = upstream.script("tls-untrusted", Script([ANSWER + "never sent"]))
+    server = Server(upstream.url, HERMES_TEMPLATE)  # the test authority is not among the default ones
+    try:
+        with pytest.raises(openai.APIStatusError) as refused:
+            server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": f"{key} a"}])
+        assert refused.value.status_code == 502
+        assert "certificate verify failed" in refused.value.body["message"]
+        assert key not in upstream.requests
+    finally:
+        server.stop()
+
+
+def test_https_to_an_upstream_that_speaks_plain_http_is_a_502(upstream: Upstream) -> None:
+    server = Server(upstream.url.replace("http://", "https://"), HERMES_TEMPLATE)
+    try:
+        with pytest.raises(openai.APIStatusError) as refused:
+            server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        assert refused.value.status_code == 502
+        assert refused.value.body["message"].startswith("cannot reach the upstream at https://")
+    finally:
+        server.stop()

@@ -220,8 +220,13 @@ class Upstream:
         return chunks
 
     # -- running ------------------------------------------------------------------------------
-    def start(self) -> Upstream:
-        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+    def start(self, tls: tuple[str, str] | None = None) -> Upstream:
+        """Serve in a thread; with `tls` (a certificate chain file and its key file) over HTTPS."""
+        certificate, key = tls or (None, None)
+        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
+                                ssl_certfile=certificate, ssl_keyfile=key)
+        if tls:
+            self.url = f"https://127.0.0.1:{self.port}/v1"
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
