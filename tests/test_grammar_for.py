@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 from conftest import SHARED
-from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, tokenizer
+from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, token_ids
 
 import streamparse
 from streamparse.constrain import GrammarUnsupported, grammar_for, grammar_triggers
+from streamparse.constrain.lark import lark
+from streamparse.grammar_ir import Special
 from streamparse.registry import get_format
 
 CASE_FILES = ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json")
@@ -49,12 +51,6 @@ def _laid(fmt: str) -> bool:
     return True
 
 
-def _token_ids(fmt: str) -> dict[str, int]:
-    """The ids of the format's special tokens in the test tokenizer (Lark names some only by id)."""
-    hf, _ = tokenizer(tuple(get_format(fmt).special))
-    return {text: hf.token_to_id(text) for text in get_format(fmt).special}
-
-
 def accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> bool:
     """Whether the format's grammar in `syntax`, compiled by its engine, accepts `text` whole."""
     if syntax == "structural_tag":
@@ -62,7 +58,7 @@ def accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> boo
         assert isinstance(tag, dict)
         return structural_tag_accepts(tag, text)
     if syntax == "lark":
-        lark = grammar_for(fmt, tools, syntax=syntax, token_ids=_token_ids(fmt), **options)
+        lark = grammar_for(fmt, tools, syntax=syntax, token_ids=token_ids(tuple(get_format(fmt).special)), **options)
         assert isinstance(lark, str)
         return lark_accepts(lark, text, tuple(get_format(fmt).special))
     gbnf = grammar_for(fmt, tools, syntax=syntax, **options)
@@ -262,6 +258,16 @@ def test_mistral_special_tokens_need_their_ids_in_lark() -> None:
         grammar_for("mistral", TOOLS, syntax="lark")
     assert "<[9]>" in str(grammar_for("mistral", TOOLS, syntax="lark", token_ids={"[TOOL_CALLS]": 9, "[THINK]": 34,
                                                                                   "[/THINK]": 35}))
+
+
+def test_a_special_token_llguidance_would_read_as_several_is_named_by_its_id_in_lark() -> None:
+    # `<|close|>call<|sep|>` written bare is read by llguidance as `<|close|>`, a rule `call`, `<|sep|>`.
+    assert lark(Special("<|sep|>")) == "start: <|sep|>\n"
+    assert lark(Special("<|close|>call<|sep|>"), {"<|close|>call<|sep|>": 7}) == "start: <[7]>\n"
+    with pytest.raises(GrammarUnsupported, match="token_ids"):
+        lark(Special("<|close|>call<|sep|>"))
+    with pytest.raises(GrammarUnsupported, match="token_ids"):
+        grammar_for("kimi_k3", TOOLS, syntax="lark")
 
 
 def test_grammar_for_is_exported_and_returns_a_fresh_structural_tag_each_time() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import SHARED
-from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts
+from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, token_ids
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -95,11 +95,9 @@ def envelope_grammar(spec: FormatSpec, envelope: EnvelopeSpec, tools: list[dict[
     return mark_special(seq(Lit(envelope.openers[0]), kind.body_grammar(calls, True)), spec.special)  # type: ignore[attr-defined]
 
 
-# Where llguidance refuses what the grammar means (the Lark emitter's to fix): Kimi K3's delimiters hold
-# `<|close|>`, which llguidance reads inside a quoted literal as a special token the tokenizer lacks
-# (the format declares only whole tags such as `<|close|>call<|sep|>` special). Strict: the day the
+# Where llguidance refuses what the grammar means (the Lark emitter's to fix); strict: the day the
 # emitter or llguidance reads them, these tests say so.
-LARK_GAPS = {"kimi_k3"}
+LARK_GAPS: set[str] = set()
 # Functionary's content before a call is a regex lexeme followed by `>>>`, which llguidance's greedy
 # lexer cannot end in time: only content followed by a call, under "auto".
 LARK_CASE_GAPS = {("functionary_v3_2", "content_then_tool_call", "auto")}
@@ -111,7 +109,7 @@ def accepts(engine: str, node: Node, text: str, spec: FormatSpec) -> bool:
         return structural_tag_accepts(structural_tag(node), text)
     if engine == "gbnf":
         return gbnf_accepts(gbnf(node), text)
-    return lark_accepts(lark(node), text, tuple(spec.special))
+    return lark_accepts(lark(node, token_ids(tuple(spec.special))), text, tuple(spec.special))
 
 
 def _lark_gap(engine: str, fmt: str, case: str = "", choice: str = "") -> list[Any]:

@@ -1,9 +1,10 @@
 """The IR as a Lark grammar for llguidance (`llguidance.grammar_from("lark", text)`; vLLM's and
 SGLang's llguidance backends, llama.cpp built with llguidance through `%llguidance {}`).
 
-`Lit` is a string, `Special` the token form: `<|...|>` as written for a token whose text is in angle
-brackets, `<[ID]>` by its id for any other (Mistral's `[TOOL_CALLS]`: the ids come from the caller,
-`token_ids`); the token must be a special token of the tokenizer the grammar is compiled with;
+`Lit` is a string, `Special` the token form: `<|...|>` as written for a token whose text llguidance
+reads as one token name (in angle brackets, none inside), `<[ID]>` by its id for any other (Mistral's
+`[TOOL_CALLS]`, Kimi K3's `<|close|>call<|sep|>`: the ids come from the caller, `token_ids`); the token
+must be a special token of the tokenizer the grammar is compiled with;
 `Json` a `%json {...}` rule, `Regex` a `/.../` terminal,
 and `Text` a terminal built with llguidance's regex negation: any text `&` not text holding a stop,
 `/(?s:.*)/ & ~/(?s:.*)(stop|...)(?s:.*)/`; `Seq`, `Alt` and `Repeat` are rule expressions.
@@ -18,6 +19,7 @@ text is split by its first literal (`leading`) so that each way on gets its own 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 
 from ..grammar_ir import EMPTY, Alt, GrammarUnsupported, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, seq
@@ -125,10 +127,16 @@ def leading(node: Node) -> list[tuple[str | None, Node]]:
     return [(None, EMPTY)] if isinstance(node, Repeat) else [(None, node)]
 
 
+# How llguidance's Lark reader lexes a special token by its text (`<[^<>\s]+>` in its lexer): a text
+# that is several of these (Kimi K3's `<|close|>call<|sep|>`) would be read as two tokens with a rule
+# name between them, so such a token is named by its id.
+_TOKEN_FORM = re.compile(r"<[^<>\s]+>")
+
+
 def _token(text: str, token_ids: Mapping[str, int]) -> str:
     if text in token_ids:
         return f"<[{token_ids[text]}]>"
-    if text.startswith("<") and text.endswith(">") and not any(char.isspace() for char in text):
+    if _TOKEN_FORM.fullmatch(text):
         return text
     raise GrammarUnsupported(f"the special token {text!r} has no Lark form without its id: pass "
                              f"token_ids={{{text!r}: ID, ...}} with the ids of the model's tokenizer")
