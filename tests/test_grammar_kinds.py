@@ -98,9 +98,8 @@ def envelope_grammar(spec: FormatSpec, envelope: EnvelopeSpec, tools: list[dict[
 # Where llguidance refuses what the grammar means (the Lark emitter's to fix); strict: the day the
 # emitter or llguidance reads them, these tests say so.
 LARK_GAPS: set[str] = set()
-# Functionary's content before a call is a regex lexeme followed by `>>>`, which llguidance's greedy
-# lexer cannot end in time: only content followed by a call, under "auto".
-LARK_CASE_GAPS = {("functionary_v3_2", "content_then_tool_call", "auto")}
+# (format, case, tool choice) of the real message outputs that a Lark grammar refuses.
+LARK_CASE_GAPS: set[tuple[str, str, str]] = set()
 ENGINES = ("structural_tag", "lark", "gbnf")
 
 
@@ -214,6 +213,23 @@ def test_harmony_refuses_content_under_required_and_a_call_under_none() -> None:
     assert isinstance(required, dict) and isinstance(none, dict)
     assert structural_tag_accepts(required, call) and not structural_tag_accepts(required, final)
     assert structural_tag_accepts(none, final) and not structural_tag_accepts(none, call)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_functionary_content_before_a_call_ends_at_the_first_opener(engine: str) -> None:
+    tools = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    grammar = streamparse.grammar_for("functionary_v3_2", tools, syntax=engine)
+    call = ">>>get_time\n{}"
+
+    def takes(text: str) -> bool:
+        if isinstance(grammar, dict):
+            return structural_tag_accepts(grammar, text)
+        return gbnf_accepts(grammar, text) if engine == "gbnf" \
+            else lark_accepts(grammar, text, tuple(get_format("functionary_v3_2").special))
+
+    assert takes("all\nIt is a > b, >> c." + call)
+    assert not takes("all\nIt is a >" + call)  # read as the recipient `>get_time`
+    assert not takes("all\nIt is >>> now" + call)
 
 
 # ----------------------------------------------------------------- generated calls

@@ -13,7 +13,9 @@ llguidance's lexer is greedy: a lexeme ends only where it cannot go on, so text 
 delimiter that is not a special token (`...[BEGIN FINAL RESPONSE]`, `...<tool_calls>`) would run on
 into the delimiter. Such text is written fused with the delimiter that follows it, as one lazy
 lexeme (`text_then_N[lazy]: TEXT "delimiter"`: it ends at the first delimiter); what may follow a
-text is split by its first literal (`leading`) so that each way on gets its own fused lexeme.
+text is split by its first literal (`leading`) so that each way on gets its own fused lexeme. A
+`Regex` that declares its stops is text of this kind too (Functionary's content before `>>>`, which
+may not end in `>`: a greedy lexeme of it cannot end before the `>>>` it is followed by).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class _Writer(ExpressionWriter):
         if isinstance(node, Seq) and len(node.items) == 2 and isinstance(node.items[0], Regex) \
                 and isinstance(node.items[1], Text):  # text with a first character of its own: one lexeme
             return self.name("TEXT", f"{self.leaf(node.items[0])} {self.leaf(node.items[1])}")
-        if isinstance(node, Seq) and any(isinstance(item, Text) for item in node.items[:-1]):
+        if isinstance(node, Seq) and any(_free(item) for item in node.items[:-1]):
             # A rule of its own, so that a text repeated after a delimiter (text, then framing
             # markers each followed by text) refers back to it instead of unfolding for ever.
             found = self._split.get(node)
@@ -69,14 +71,14 @@ class _Writer(ExpressionWriter):
         return super().expression(node)
 
     def _split_text(self, node: Seq) -> str:
-        position = next(i for i, item in enumerate(node.items[:-1]) if isinstance(item, Text))
+        position = next(i for i, item in enumerate(node.items[:-1]) if _free(item))
         text = node.items[position]
-        assert isinstance(text, Text)
+        assert isinstance(text, (Text, Regex))
         head = [self.expression(before) for before in node.items[:position]]
         ways = [self._text_then(text, first, rest) for first, rest in leading(seq(*node.items[position + 1:]))]
         return " ".join([*head, self.choice(" | ".join(dict.fromkeys(ways)))])
 
-    def _text_then(self, text: Text, first: str | None, rest: Node) -> str:
+    def _text_then(self, text: Text | Regex, first: str | None, rest: Node) -> str:
         """The text, then `first` fused to it as one lazy lexeme (when there is one), then `rest`."""
         lexeme = self.leaf(text)
         if first is not None:
@@ -101,6 +103,11 @@ class _Writer(ExpressionWriter):
         if isinstance(node, Regex):
             return self.name("PATTERN", "/" + node.pattern.replace("/", "\\/") + "/")
         raise TypeError(f"not a grammar IR node: {node!r}")
+
+
+def _free(node: Node) -> bool:
+    """Whether `node` is text that ends before its stops: a `Text`, or a `Regex` that declares them."""
+    return isinstance(node, Text) or (isinstance(node, Regex) and bool(node.stops))
 
 
 def leading(node: Node) -> list[tuple[str | None, Node]]:
