@@ -253,10 +253,13 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     if not spec.wrappers:
         return Repeat(one, 1, choice.most, FRAMING_SPACE)
     wrapper = spec.wrappers[0]
-    between: Node = FRAMING_SPACE
+    # Whitespace inside the block ends at the next call or at the closer (it holds neither), which a
+    # syntax may need to know: content may follow a block left open, beginning where it does.
+    space = Regex(FRAMING_SPACE.pattern, stops=(*wrapper.closers, *wrapper.framing, *call_openers(spec, wrapped=False)))
+    between: Node = space
     if wrapper.framing:
-        between = seq(FRAMING_SPACE, optional(Lit(wrapper.framing[0])), FRAMING_SPACE)
-    inside = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), FRAMING_SPACE)
+        between = seq(space, optional(Lit(wrapper.framing[0])), space)
+    inside = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), space)
     closer = alt(*map(Lit, wrapper.closers))
     # The last block may be left open: the output's end closes it (DeepSeek V3 and Solar Open
     # templates write no closer after their calls).
@@ -266,9 +269,10 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     return seq(Repeat(seq(inside, closer, FRAMING_SPACE)), last)
 
 
-def call_openers(spec: FormatSpec) -> tuple[str, ...]:
-    """The text each constrained call block starts with: the wrapper's opener, or each envelope's."""
-    if spec.wrappers:
+def call_openers(spec: FormatSpec, wrapped: bool = True) -> tuple[str, ...]:
+    """The text each constrained call block starts with: the wrapper's opener (unless not `wrapped`),
+    or each envelope's."""
+    if spec.wrappers and wrapped:
         return spec.wrappers[0].openers
     return tuple(dict.fromkeys(opener[:len(opener) - envelope.body_lead]
                                for envelope in spec.envelopes for opener in envelope.openers))

@@ -14,8 +14,10 @@ delimiter that is not a special token (`...[BEGIN FINAL RESPONSE]`, `...<tool_ca
 into the delimiter. Such text is written fused with the delimiter that follows it, as one lazy
 lexeme (`text_then_N[lazy]: TEXT "delimiter"`: it ends at the first delimiter); what may follow a
 text is split by its first literal (`leading`) so that each way on gets its own fused lexeme. A
-`Regex` that declares its stops is text of this kind too (Functionary's content before `>>>`, which
-may not end in `>`: a greedy lexeme of it cannot end before the `>>>` it is followed by).
+`Regex` that declares its stops is text of this kind too, fused with a literal that begins with one:
+Functionary's content before `>>>` (it may not end in `>`: a greedy lexeme of it cannot end before
+the `>>>` it is followed by), and the whitespace inside a call block, where content may begin as
+well (after a block left open): a greedy text lexeme would take `⏎<invoke` past the whitespace's end.
 """
 
 from __future__ import annotations
@@ -79,14 +81,24 @@ class _Writer(ExpressionWriter):
         return " ".join([*head, self.choice(" | ".join(dict.fromkeys(ways)))])
 
     def _text_then(self, text: Text | Regex, first: str | None, rest: Node) -> str:
-        """The text, then `first` fused to it as one lazy lexeme (when there is one), then `rest`."""
+        """The text, then `first` fused to it as one lazy lexeme (when there is one; for a pattern,
+        when `first` begins with one of its stops), then `rest`."""
         lexeme = self.leaf(text)
+        if first is not None and isinstance(text, Regex) and not first.startswith(text.stops):
+            return f"{lexeme} {self.expression(seq(Lit(first), rest))}"
         if first is not None:
             lexeme = self.name("text_then", f'{lexeme} {json.dumps(first, ensure_ascii=False)}', lazy=True)
         return f"{lexeme} {self.expression(rest)}" if rest != EMPTY else lexeme
 
     def choice(self, options: str) -> str:
         return self.name("alt", options)
+
+    def separated(self, separator: Node, item: Node, written: str) -> str:
+        # One sequence where the separator is text that ends at a delimiter (whitespace between
+        # calls), so that it is fused with the item's first literal.
+        if _free(separator.items[0] if isinstance(separator, Seq) else separator):
+            return self.expression(seq(separator, item))
+        return super().separated(separator, item, written)
 
     def leaf(self, node: Node) -> str:
         if isinstance(node, Lit):
