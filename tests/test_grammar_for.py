@@ -23,9 +23,6 @@ CASE_FILES = ("cases.json", "cases_new_families.json", "cases_more.json", "cases
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral", "mistral_call_id": "mistral",
                 "mistral_args": "mistral"}
 SYNTAXES = ("structural_tag", "lark", "gbnf")
-# llguidance's JSON takes no `\uXXXX` escape of a printable character (Reka Edge's template writes
-# `\u2014`): valid JSON the Lark grammar cannot accept, whatever streamparse writes.
-_PRINTABLE_ESCAPE = re.compile(r"\\u(?!00[01][0-9a-fA-F])[0-9a-fA-F]{4}")
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -58,7 +55,9 @@ def accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> boo
         assert isinstance(tag, dict)
         return structural_tag_accepts(tag, text)
     if syntax == "lark":
-        lark = grammar_for(fmt, tools, syntax=syntax, token_ids=token_ids(tuple(get_format(fmt).special)), **options)
+        # (Reka Edge's template writes `\u2014`: JSON strings may hold printable escapes.)
+        lark = grammar_for(fmt, tools, syntax=syntax, token_ids=token_ids(tuple(get_format(fmt).special)),
+                           unicode_escapes=True, **options)
         assert isinstance(lark, str)
         return lark_accepts(lark, text, tuple(get_format(fmt).special))
     gbnf = grammar_for(fmt, tools, syntax=syntax, **options)
@@ -67,12 +66,9 @@ def accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> boo
 
 
 def _known_engine_gap(fmt: str, syntax: str, text: str) -> bool:
-    """Outputs an engine's own reading refuses (reported, not ours to fix): llguidance's JSON takes
-    no printable `\\u` escape; its lazy lexemes end GigaChat 3's content at the trailing marker
-    `<|message_sep|>` that also begins its call opener."""
-    if syntax != "lark":
-        return False
-    return bool(_PRINTABLE_ESCAPE.search(text)) or (fmt == "gigachat3" and "<|message_sep|>\n\nfunction" in text)
+    """Outputs an engine's own reading refuses (reported, not ours to fix): llguidance's lazy lexemes
+    end GigaChat 3's content at the trailing marker `<|message_sep|>` that also begins its call opener."""
+    return syntax == "lark" and fmt == "gigachat3" and "<|message_sep|>\n\nfunction" in text
 
 
 # Real renders of the tagged and message kinds that a grammar refuses, each checked to stay refused
@@ -128,9 +124,6 @@ def _calls_only(case: dict[str, Any]) -> str:
 @pytest.mark.parametrize("case", CALLING, ids=_label)
 def test_the_calls_of_every_real_output_are_accepted_with_required(case: dict[str, Any], syntax: str) -> None:
     fmt, text = _format(case), _calls_only(case)
-    if syntax == "lark" and _PRINTABLE_ESCAPE.search(text):  # the JSON gap; GigaChat 3's needs content first
-        assert not accepts(fmt, syntax, text, case["tools"], tool_choice="required", **_options(case))
-        return
     if _layout_gap(fmt, syntax, text, "required"):
         assert not accepts(fmt, syntax, text, case["tools"], tool_choice="required", **_options(case))
         return
@@ -281,6 +274,22 @@ def test_a_special_token_llguidance_would_read_as_several_is_named_by_its_id_in_
         lark(Special("<|close|>call<|sep|>"))
     with pytest.raises(GrammarUnsupported, match="token_ids"):
         grammar_for("kimi_k3", TOOLS, syntax="lark")
+
+
+def test_printable_unicode_escapes_in_json_strings_are_taken_in_lark_when_asked_for() -> None:
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris \\u2014 \\u00c9toile"}}</tool_call>'
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 14}}}}}]
+    special = tuple(get_format("hermes").special)
+    plain = grammar_for("hermes", tools, syntax="lark")
+    escaping = grammar_for("hermes", tools, syntax="lark", unicode_escapes=True)
+    assert isinstance(plain, str) and isinstance(escaping, str)
+    assert "json_allow_general_unicode_escapes" not in plain  # an llguidance before 1.8 refuses the option
+    assert not lark_accepts(plain, call, special)
+    assert lark_accepts(escaping, call, special)
+    assert not lark_accepts(escaping, call.replace("Paris", "Paris!"), special)  # 15 characters
+    assert not lark_accepts(escaping, call.replace("\\u2014", "\\ud800"), special)  # a lone surrogate
+    assert grammar_for("hermes", tools, unicode_escapes=True) == grammar_for("hermes", tools)
 
 
 def test_grammar_for_is_exported_and_returns_a_fresh_structural_tag_each_time() -> None:

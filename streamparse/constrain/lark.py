@@ -42,9 +42,15 @@ def _control(char: str) -> str:
     return f"\\x{ord(char):02x}" if ord(char) < 0x20 else char
 
 
+# llguidance's JSON takes a `\uXXXX` escape of a printable character only with this option (1.8 and
+# later; an older llguidance refuses the unknown option, so it is written only when asked for).
+_UNICODE_ESCAPES = {"x-guidance": {"json_allow_general_unicode_escapes": True}}
+
+
 class _Writer(ExpressionWriter):
-    def __init__(self, token_ids: Mapping[str, int]) -> None:
+    def __init__(self, token_ids: Mapping[str, int], unicode_escapes: bool) -> None:
         self._token_ids = token_ids
+        self._unicode_escapes = unicode_escapes
         self.rules: list[str] = []
         self._named: dict[tuple[str, str], str] = {}
         self._split: dict[Node, str] = {}
@@ -106,7 +112,10 @@ class _Writer(ExpressionWriter):
         if isinstance(node, Special):
             return _token(node.text, self._token_ids)
         if isinstance(node, Json):
-            return self.name("json", "%json " + json.dumps(node.schema, ensure_ascii=False))
+            schema = node.schema
+            if self._unicode_escapes and schema is not False:  # at the top level (`True`: any value)
+                schema = {**_UNICODE_ESCAPES, **(schema if isinstance(schema, Mapping) else {})}
+            return self.name("json", "%json " + json.dumps(schema, ensure_ascii=False))
         if isinstance(node, Text):
             if not node.stops:
                 return self.name("TEXT", f"/{_ANY}/")
@@ -161,8 +170,9 @@ def _token(text: str, token_ids: Mapping[str, int]) -> str:
                              f"token_ids={{{text!r}: ID, ...}} with the ids of the model's tokenizer")
 
 
-def lark(node: Node, token_ids: Mapping[str, int] | None = None) -> str:
-    """The Lark grammar whose `start` rule is `node`."""
-    writer = _Writer(token_ids or {})
+def lark(node: Node, token_ids: Mapping[str, int] | None = None, unicode_escapes: bool = False) -> str:
+    """The Lark grammar whose `start` rule is `node` (`unicode_escapes`: JSON strings may hold a
+    `\\uXXXX` escape of a printable character, with llguidance 1.8 and later)."""
+    writer = _Writer(token_ids or {}, unicode_escapes)
     start = writer.expression(node)
     return "\n".join([f"start: {start}", *writer.rules]) + "\n"
