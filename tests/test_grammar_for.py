@@ -65,12 +65,6 @@ def accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> boo
     return gbnf_accepts(gbnf, text)
 
 
-def _known_engine_gap(fmt: str, syntax: str, text: str) -> bool:
-    """Outputs an engine's own reading refuses (reported, not ours to fix): llguidance's lazy lexemes
-    end GigaChat 3's content at the trailing marker `<|message_sep|>` that also begins its call opener."""
-    return syntax == "lark" and fmt == "gigachat3" and "<|message_sep|>\n\nfunction" in text
-
-
 # Real renders of the tagged and message kinds that a grammar refuses, each checked to stay refused
 # (so a change shows here): what shows it and why (grammar-kinds; docs/grammars.md).
 _PYTHON_REPR = re.compile(r"[\[{]'")
@@ -101,9 +95,6 @@ def _options(case: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("case", LAID, ids=_label)
 def test_every_real_output_is_accepted_with_auto(case: dict[str, Any], syntax: str) -> None:
     fmt, text = _format(case), case["output"]
-    if _known_engine_gap(fmt, syntax, text):  # asserted refused: the day the engine reads it, this says so
-        assert not accepts(fmt, syntax, text, case["tools"], **_options(case))
-        return
     if _layout_gap(fmt, syntax, text):
         assert not accepts(fmt, syntax, text, case["tools"], **_options(case))
         return
@@ -134,9 +125,6 @@ def test_the_calls_of_every_real_output_are_accepted_with_required(case: dict[st
 @pytest.mark.parametrize("case", [c for c in CALLING if c["case"] == "tool_call_single"], ids=_label)
 def test_tool_choice_decides_which_calls_are_allowed(case: dict[str, Any], syntax: str) -> None:
     fmt, text, tools, options = _format(case), case["output"], case["tools"], _options(case)
-    if _known_engine_gap(fmt, syntax, text):
-        assert not accepts(fmt, syntax, text, tools, **options)
-        return
     called = case["expected"]["tool_calls"][0]["name"]
     other = next(tool["function"]["name"] for tool in tools if tool["function"]["name"] != called)
     named = {"type": "function", "function": {"name": called}}
@@ -163,8 +151,7 @@ def test_parallel_tool_calls_false_allows_one_call(case: dict[str, Any], syntax:
 @pytest.mark.parametrize("case", [c for c in TALKING if c["output"].strip()], ids=_label)
 def test_content_is_refused_where_a_call_is_required(case: dict[str, Any], syntax: str) -> None:
     fmt = _format(case)
-    assert accepts(fmt, syntax, case["output"], case["tools"], tool_choice="none", **_options(case)) \
-        or _known_engine_gap(fmt, syntax, case["output"])
+    assert accepts(fmt, syntax, case["output"], case["tools"], tool_choice="none", **_options(case))
     message = streamparse.parse(case["output"], format=fmt, tools=case["tools"], **_options(case))
     if message.content.strip():
         assert not accepts(fmt, syntax, case["output"], case["tools"], tool_choice="required", **_options(case))
@@ -212,6 +199,19 @@ def test_calls_in_a_block_and_content_after_it_are_accepted_with_auto(fmt: str, 
         assert len(streamparse.parse(text, format=fmt, tools=_BLOCK_TOOLS).tool_calls) == 2
     assert not accepts(fmt, syntax, block, _BLOCK_TOOLS, parallel_tool_calls=False)
     assert not accepts(fmt, syntax, block.replace("get_time", "get_tme", 1), _BLOCK_TOOLS)
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_gigachat3_content_calls_and_the_trailing_marker_are_accepted(syntax: str) -> None:
+    # The trailing marker `<|message_sep|>` also begins the call opener: after content, and after
+    # the whitespace between calls, a Lark lexeme must not end the output at it.
+    opener = get_format("gigachat3").envelopes[0].openers[0]
+    call = opener + '{"name": "get_time", "arguments": {"a": "x"}}'
+    for text in (call, "Checking." + call, call + "\n" + call, call + call, call + "<|message_sep|>",
+                 "Checking.<|message_sep|>", call + "Done."):
+        assert accepts("gigachat3", syntax, text, _BLOCK_TOOLS), text
+    assert not accepts("gigachat3", syntax, call + "\n" + call, _BLOCK_TOOLS, parallel_tool_calls=False)
+    assert not accepts("gigachat3", syntax, "Checking." + call.replace("get_time", "get_tme"), _BLOCK_TOOLS)
 
 
 def test_a_call_envelope_cut_short_is_refused() -> None:

@@ -250,12 +250,12 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     if not envelopes:
         raise GrammarUnsupported(f"format {spec.name!r}: its body kind ({', '.join(unlaid)}) has no layout yet")
     one = alt(*envelopes)
+    # Whitespace between calls ends at the next call or at the block's closer (it holds no delimiter),
+    # which a syntax may need to know: content may follow the calls, beginning where it does.
+    space = Regex(FRAMING_SPACE.pattern, stops=tuple(stop for stop in content_stops(spec) if stop[:1].strip()))
     if not spec.wrappers:
-        return Repeat(one, 1, choice.most, FRAMING_SPACE)
+        return Repeat(one, 1, choice.most, space)
     wrapper = spec.wrappers[0]
-    # Whitespace inside the block ends at the next call or at the closer (it holds neither), which a
-    # syntax may need to know: content may follow a block left open, beginning where it does.
-    space = Regex(FRAMING_SPACE.pattern, stops=(*wrapper.closers, *wrapper.framing, *call_openers(spec, wrapped=False)))
     between: Node = space
     if wrapper.framing:
         between = seq(space, optional(Lit(wrapper.framing[0])), space)
@@ -269,10 +269,9 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     return seq(Repeat(seq(inside, closer, FRAMING_SPACE)), last)
 
 
-def call_openers(spec: FormatSpec, wrapped: bool = True) -> tuple[str, ...]:
-    """The text each constrained call block starts with: the wrapper's opener (unless not `wrapped`),
-    or each envelope's."""
-    if spec.wrappers and wrapped:
+def call_openers(spec: FormatSpec) -> tuple[str, ...]:
+    """The text each constrained call block starts with: the wrapper's opener, or each envelope's."""
+    if spec.wrappers:
         return spec.wrappers[0].openers
     return tuple(dict.fromkeys(opener[:len(opener) - envelope.body_lead]
                                for envelope in spec.envelopes for opener in envelope.openers))

@@ -88,11 +88,19 @@ class _Writer(ExpressionWriter):
 
     def _text_then(self, text: Text | Regex, first: str | None, rest: Node) -> str:
         """The text, then `first` fused to it as one lazy lexeme (when there is one; for a pattern,
-        when `first` begins with one of its stops), then `rest`."""
+        when `first` begins with one of its stops), then `rest`. A lazy lexeme ends at the first
+        delimiter it may end with, so where `first` begins with a stop, the lexeme ends with the
+        shortest such stop and the rest of `first` follows: every way on that begins with that stop
+        (GigaChat 3's trailing `<|message_sep|>` and its call opener `<|message_sep|>⏎⏎function
+        call…`, after content or after whitespace) ends the text at the same place."""
         lexeme = self.leaf(text)
-        if first is not None and isinstance(text, Regex) and not first.startswith(text.stops):
-            return f"{lexeme} {self.expression(seq(Lit(first), rest))}"
         if first is not None:
+            begun = [stop for stop in text.stops if stop and first.startswith(stop)]
+            if begun:
+                stop = min(begun, key=len)
+                first, rest = stop, seq(Lit(first[len(stop):]), rest)
+            elif isinstance(text, Regex):
+                return f"{lexeme} {self.expression(seq(Lit(first), rest))}"
             lexeme = self.name("text_then", f'{lexeme} {json.dumps(first, ensure_ascii=False)}', lazy=True)
         return f"{lexeme} {self.expression(rest)}" if rest != EMPTY else lexeme
 
