@@ -13,11 +13,12 @@ llguidance's lexer is greedy: a lexeme ends only where it cannot go on, so text 
 delimiter that is not a special token (`...[BEGIN FINAL RESPONSE]`, `...<tool_calls>`) would run on
 into the delimiter. Such text is written fused with the delimiter that follows it, as one lazy
 lexeme (`text_then_N[lazy]: TEXT "delimiter"`: it ends at the first delimiter); what may follow a
-text is split by its first literal (`leading`) so that each way on gets its own fused lexeme. A
-`Regex` that declares its stops is text of this kind too, fused with a literal that begins with one:
-Functionary's content before `>>>` (it may not end in `>`: a greedy lexeme of it cannot end before
-the `>>>` it is followed by), and the whitespace inside a call block, where content may begin as
-well (after a block left open): a greedy text lexeme would take `⏎<invoke` past the whitespace's end.
+text is split by its first literal (`leading`) so that each way on gets its own fused lexeme (up to
+the shortest stop that begins the literal, `_text_then`). A `Regex` that declares its stops is text
+of this kind too, fused with a literal that begins with one: Functionary's content before `>>>` (it
+may not end in `>`: a greedy lexeme of it cannot end before the `>>>` it is followed by), and the
+whitespace between calls, where content after the calls may begin as well: a greedy text lexeme
+would take `⏎<invoke` past the whitespace's end.
 """
 
 from __future__ import annotations
