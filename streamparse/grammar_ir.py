@@ -10,7 +10,7 @@ The nodes are frozen dataclasses and mean the same thing in every syntax:
 - `Special(text)`: a special (added) token of the model's vocabulary, written as that one token;
 - `Json(schema)`: the JSON text of a value valid against the JSON schema (JSON whitespace allowed);
 - `Text(stops)`: any text (the empty text included) in which none of `stops` occurs;
-- `Regex(pattern)`: text matching the pattern, in the portable subset every emitter translates:
+- `Regex(pattern, stops)`: text matching the pattern, in the portable subset every emitter translates:
   literal characters and escapes (`\\n`, `\\.`, `\\d`, `\\s`, `\\w`), classes `[...]` and `[^...]`,
   `.`, groups `(...)` / `(?:...)`, `|`, and the quantifiers `*`, `+`, `?`, `{m}`, `{m,n}`;
 - `Seq(items)`: the items one after another; `Alt(options)`: exactly one of them;
@@ -60,9 +60,12 @@ class Text:
 
 @dataclass(frozen=True)
 class Regex:
-    """Text matching `pattern` (the portable subset named in the module docstring)."""
+    """Text matching `pattern` (the portable subset named in the module docstring). `stops`: strings
+    no text of the pattern holds (as for `Text`), so that a syntax may end it at the first of them
+    (llguidance's lazy lexemes); the pattern alone says what it matches."""
 
     pattern: str
+    stops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,12 @@ def tokenizer(special: tuple[str, ...]) -> tuple[Any, Any]:
     return hf, llguidance.LLTokenizer(hf.to_str())
 
 
+def token_ids(special: tuple[str, ...]) -> dict[str, int]:
+    """The ids of `special` in the tokenizer built for them (Lark names some tokens only by id)."""
+    hf, _ = tokenizer(special)
+    return {text: hf.token_to_id(text) for text in special}
+
+
 def _llguidance_accepts(grammar: str, text: str, special: tuple[str, ...]) -> bool:
     hf, lltok = tokenizer(special)
     matcher = llguidance.LLMatcher(lltok, grammar, log_level=0)

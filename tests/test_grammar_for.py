@@ -11,19 +11,18 @@ from typing import Any
 
 import pytest
 from conftest import SHARED
-from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, tokenizer
+from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, token_ids
 
 import streamparse
 from streamparse.constrain import GrammarUnsupported, grammar_for, grammar_triggers
+from streamparse.constrain.lark import lark
+from streamparse.grammar_ir import Special
 from streamparse.registry import get_format
 
 CASE_FILES = ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json")
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral", "mistral_call_id": "mistral",
                 "mistral_args": "mistral"}
 SYNTAXES = ("structural_tag", "lark", "gbnf")
-# llguidance's JSON takes no `\uXXXX` escape of a printable character (Reka Edge's template writes
-# `\u2014`): valid JSON the Lark grammar cannot accept, whatever streamparse writes.
-_PRINTABLE_ESCAPE = re.compile(r"\\u(?!00[01][0-9a-fA-F])[0-9a-fA-F]{4}")
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -49,12 +48,6 @@ def _laid(fmt: str) -> bool:
     return True
 
 
-def _token_ids(fmt: str) -> dict[str, int]:
-    """The ids of the format's special tokens in the test tokenizer (Lark names some only by id)."""
-    hf, _ = tokenizer(tuple(get_format(fmt).special))
-    return {text: hf.token_to_id(text) for text in get_format(fmt).special}
-
-
 def accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> bool:
     """Whether the format's grammar in `syntax`, compiled by its engine, accepts `text` whole."""
     if syntax == "structural_tag":
@@ -62,21 +55,14 @@ def accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> boo
         assert isinstance(tag, dict)
         return structural_tag_accepts(tag, text)
     if syntax == "lark":
-        lark = grammar_for(fmt, tools, syntax=syntax, token_ids=_token_ids(fmt), **options)
+        # (Reka Edge's template writes `\u2014`: JSON strings may hold printable escapes.)
+        lark = grammar_for(fmt, tools, syntax=syntax, token_ids=token_ids(tuple(get_format(fmt).special)),
+                           unicode_escapes=True, **options)
         assert isinstance(lark, str)
         return lark_accepts(lark, text, tuple(get_format(fmt).special))
     gbnf = grammar_for(fmt, tools, syntax=syntax, **options)
     assert isinstance(gbnf, str)
     return gbnf_accepts(gbnf, text)
-
-
-def _known_engine_gap(fmt: str, syntax: str, text: str) -> bool:
-    """Outputs an engine's own reading refuses (reported, not ours to fix): llguidance's JSON takes
-    no printable `\\u` escape; its lazy lexemes end GigaChat 3's content at the trailing marker
-    `<|message_sep|>` that also begins its call opener."""
-    if syntax != "lark":
-        return False
-    return bool(_PRINTABLE_ESCAPE.search(text)) or (fmt == "gigachat3" and "<|message_sep|>\n\nfunction" in text)
 
 
 # Real renders of the tagged and message kinds that a grammar refuses, each checked to stay refused
@@ -85,15 +71,6 @@ _PYTHON_REPR = re.compile(r"[\[{]'")
 _LAYOUT_GAPS = (
     (lambda fmt, syntax, text, choice: fmt in ("qwen3_coder", "seed_oss") and bool(_PYTHON_REPR.search(text)),
      "object and array values printed as Python reprs: the grammar writes JSON"),
-    (lambda fmt, syntax, text, choice: syntax == "lark" and fmt == "functionary_v3_2"
-     and bool(re.search(r"all\n.+>>>", text)),
-     "Lark: Functionary content before a call is a regex lexeme llguidance cannot end before >>>"),
-    (lambda fmt, syntax, text, choice: syntax == "lark" and fmt == "deepseek_v3_2" and choice == "auto"
-     and "</think>" in text and "<｜DSML｜" in text,
-     "Lark: a DSML call after forced-open reasoning under auto (cause not found yet, reported)"),
-    (lambda fmt, syntax, text, choice: syntax == "lark" and fmt == "minimax_m2" and choice == "auto"
-     and re.search(r"</think>\s*[^\s<][^<]*<minimax:tool_call>", text) is not None,
-     "Lark: content between forced-open reasoning and a MiniMax M2 call block (cause not found yet, reported)"),
 )
 
 
@@ -118,9 +95,6 @@ def _options(case: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("case", LAID, ids=_label)
 def test_every_real_output_is_accepted_with_auto(case: dict[str, Any], syntax: str) -> None:
     fmt, text = _format(case), case["output"]
-    if _known_engine_gap(fmt, syntax, text):  # asserted refused: the day the engine reads it, this says so
-        assert not accepts(fmt, syntax, text, case["tools"], **_options(case))
-        return
     if _layout_gap(fmt, syntax, text):
         assert not accepts(fmt, syntax, text, case["tools"], **_options(case))
         return
@@ -141,9 +115,6 @@ def _calls_only(case: dict[str, Any]) -> str:
 @pytest.mark.parametrize("case", CALLING, ids=_label)
 def test_the_calls_of_every_real_output_are_accepted_with_required(case: dict[str, Any], syntax: str) -> None:
     fmt, text = _format(case), _calls_only(case)
-    if syntax == "lark" and _PRINTABLE_ESCAPE.search(text):  # the JSON gap; GigaChat 3's needs content first
-        assert not accepts(fmt, syntax, text, case["tools"], tool_choice="required", **_options(case))
-        return
     if _layout_gap(fmt, syntax, text, "required"):
         assert not accepts(fmt, syntax, text, case["tools"], tool_choice="required", **_options(case))
         return
@@ -154,9 +125,6 @@ def test_the_calls_of_every_real_output_are_accepted_with_required(case: dict[st
 @pytest.mark.parametrize("case", [c for c in CALLING if c["case"] == "tool_call_single"], ids=_label)
 def test_tool_choice_decides_which_calls_are_allowed(case: dict[str, Any], syntax: str) -> None:
     fmt, text, tools, options = _format(case), case["output"], case["tools"], _options(case)
-    if _known_engine_gap(fmt, syntax, text):
-        assert not accepts(fmt, syntax, text, tools, **options)
-        return
     called = case["expected"]["tool_calls"][0]["name"]
     other = next(tool["function"]["name"] for tool in tools if tool["function"]["name"] != called)
     named = {"type": "function", "function": {"name": called}}
@@ -183,8 +151,7 @@ def test_parallel_tool_calls_false_allows_one_call(case: dict[str, Any], syntax:
 @pytest.mark.parametrize("case", [c for c in TALKING if c["output"].strip()], ids=_label)
 def test_content_is_refused_where_a_call_is_required(case: dict[str, Any], syntax: str) -> None:
     fmt = _format(case)
-    assert accepts(fmt, syntax, case["output"], case["tools"], tool_choice="none", **_options(case)) \
-        or _known_engine_gap(fmt, syntax, case["output"])
+    assert accepts(fmt, syntax, case["output"], case["tools"], tool_choice="none", **_options(case))
     message = streamparse.parse(case["output"], format=fmt, tools=case["tools"], **_options(case))
     if message.content.strip():
         assert not accepts(fmt, syntax, case["output"], case["tools"], tool_choice="required", **_options(case))
@@ -210,6 +177,41 @@ def test_mutated_calls_are_refused(case: dict[str, Any], mutation: str, syntax: 
     mutated = MUTATIONS[mutation](case["output"])
     assert mutated != case["output"]
     assert not accepts(fmt, syntax, mutated, case["tools"], tool_choice="required", **_options(case))
+
+
+_BLOCK_TOOLS = [{"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}}]
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("fmt", ["minimax_m2", "deepseek_v3_2", "hy_v3"])
+def test_calls_in_a_block_and_content_after_it_are_accepted_with_auto(fmt: str, syntax: str) -> None:
+    # Whitespace in the block meets content that may begin there too (after a block left open):
+    # llguidance's greedy lexer must still end the whitespace at the next call or the closer.
+    spec = get_format(fmt)
+    calls = [streamparse.ToolCall(f"call_{i}", "get_time", {"a": value}, json.dumps({"a": value}))
+             for i, value in enumerate("xy")]
+    block = spec.render(streamparse.Message(tool_calls=calls)).strip()
+    closer = spec.wrappers[0].closers[0]
+    assert block.endswith(closer)
+    for text in (block, "Checking.\n" + block, block + "\nDone.", block.removesuffix(closer)):
+        assert accepts(fmt, syntax, text, _BLOCK_TOOLS), text
+        assert len(streamparse.parse(text, format=fmt, tools=_BLOCK_TOOLS).tool_calls) == 2
+    assert not accepts(fmt, syntax, block, _BLOCK_TOOLS, parallel_tool_calls=False)
+    assert not accepts(fmt, syntax, block.replace("get_time", "get_tme", 1), _BLOCK_TOOLS)
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_gigachat3_content_calls_and_the_trailing_marker_are_accepted(syntax: str) -> None:
+    # The trailing marker `<|message_sep|>` also begins the call opener: after content, and after
+    # the whitespace between calls, a Lark lexeme must not end the output at it.
+    opener = get_format("gigachat3").envelopes[0].openers[0]
+    call = opener + '{"name": "get_time", "arguments": {"a": "x"}}'
+    for text in (call, "Checking." + call, call + "\n" + call, call + call, call + "<|message_sep|>",
+                 "Checking.<|message_sep|>", call + "Done."):
+        assert accepts("gigachat3", syntax, text, _BLOCK_TOOLS), text
+    assert not accepts("gigachat3", syntax, call + "\n" + call, _BLOCK_TOOLS, parallel_tool_calls=False)
+    assert not accepts("gigachat3", syntax, "Checking." + call.replace("get_time", "get_tme"), _BLOCK_TOOLS)
 
 
 def test_a_call_envelope_cut_short_is_refused() -> None:
@@ -262,6 +264,32 @@ def test_mistral_special_tokens_need_their_ids_in_lark() -> None:
         grammar_for("mistral", TOOLS, syntax="lark")
     assert "<[9]>" in str(grammar_for("mistral", TOOLS, syntax="lark", token_ids={"[TOOL_CALLS]": 9, "[THINK]": 34,
                                                                                   "[/THINK]": 35}))
+
+
+def test_a_special_token_llguidance_would_read_as_several_is_named_by_its_id_in_lark() -> None:
+    # `<|close|>call<|sep|>` written bare is read by llguidance as `<|close|>`, a rule `call`, `<|sep|>`.
+    assert lark(Special("<|sep|>")) == "start: <|sep|>\n"
+    assert lark(Special("<|close|>call<|sep|>"), {"<|close|>call<|sep|>": 7}) == "start: <[7]>\n"
+    with pytest.raises(GrammarUnsupported, match="token_ids"):
+        lark(Special("<|close|>call<|sep|>"))
+    with pytest.raises(GrammarUnsupported, match="token_ids"):
+        grammar_for("kimi_k3", TOOLS, syntax="lark")
+
+
+def test_printable_unicode_escapes_in_json_strings_are_taken_in_lark_when_asked_for() -> None:
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris \\u2014 \\u00c9toile"}}</tool_call>'
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 14}}}}}]
+    special = tuple(get_format("hermes").special)
+    plain = grammar_for("hermes", tools, syntax="lark")
+    escaping = grammar_for("hermes", tools, syntax="lark", unicode_escapes=True)
+    assert isinstance(plain, str) and isinstance(escaping, str)
+    assert "json_allow_general_unicode_escapes" not in plain  # an llguidance before 1.8 refuses the option
+    assert not lark_accepts(plain, call, special)
+    assert lark_accepts(escaping, call, special)
+    assert not lark_accepts(escaping, call.replace("Paris", "Paris!"), special)  # 15 characters
+    assert not lark_accepts(escaping, call.replace("\\u2014", "\\ud800"), special)  # a lone surrogate
+    assert grammar_for("hermes", tools, unicode_escapes=True) == grammar_for("hermes", tools)
 
 
 def test_grammar_for_is_exported_and_returns_a_fresh_structural_tag_each_time() -> None:

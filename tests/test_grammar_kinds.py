@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import SHARED
-from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts
+from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, token_ids
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -95,14 +95,11 @@ def envelope_grammar(spec: FormatSpec, envelope: EnvelopeSpec, tools: list[dict[
     return mark_special(seq(Lit(envelope.openers[0]), kind.body_grammar(calls, True)), spec.special)  # type: ignore[attr-defined]
 
 
-# Where llguidance refuses what the grammar means (the Lark emitter's to fix): Kimi K3's delimiters hold
-# `<|close|>`, which llguidance reads inside a quoted literal as a special token the tokenizer lacks
-# (the format declares only whole tags such as `<|close|>call<|sep|>` special). Strict: the day the
+# Where llguidance refuses what the grammar means (the Lark emitter's to fix); strict: the day the
 # emitter or llguidance reads them, these tests say so.
-LARK_GAPS = {"kimi_k3"}
-# Functionary's content before a call is a regex lexeme followed by `>>>`, which llguidance's greedy
-# lexer cannot end in time: only content followed by a call, under "auto".
-LARK_CASE_GAPS = {("functionary_v3_2", "content_then_tool_call", "auto")}
+LARK_GAPS: set[str] = set()
+# (format, case, tool choice) of the real message outputs that a Lark grammar refuses.
+LARK_CASE_GAPS: set[tuple[str, str, str]] = set()
 ENGINES = ("structural_tag", "lark", "gbnf")
 
 
@@ -111,7 +108,7 @@ def accepts(engine: str, node: Node, text: str, spec: FormatSpec) -> bool:
         return structural_tag_accepts(structural_tag(node), text)
     if engine == "gbnf":
         return gbnf_accepts(gbnf(node), text)
-    return lark_accepts(lark(node), text, tuple(spec.special))
+    return lark_accepts(lark(node, token_ids(tuple(spec.special))), text, tuple(spec.special))
 
 
 def _lark_gap(engine: str, fmt: str, case: str = "", choice: str = "") -> list[Any]:
@@ -216,6 +213,23 @@ def test_harmony_refuses_content_under_required_and_a_call_under_none() -> None:
     assert isinstance(required, dict) and isinstance(none, dict)
     assert structural_tag_accepts(required, call) and not structural_tag_accepts(required, final)
     assert structural_tag_accepts(none, final) and not structural_tag_accepts(none, call)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_functionary_content_before_a_call_ends_at_the_first_opener(engine: str) -> None:
+    tools = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    grammar = streamparse.grammar_for("functionary_v3_2", tools, syntax=engine)
+    call = ">>>get_time\n{}"
+
+    def takes(text: str) -> bool:
+        if isinstance(grammar, dict):
+            return structural_tag_accepts(grammar, text)
+        return gbnf_accepts(grammar, text) if engine == "gbnf" \
+            else lark_accepts(grammar, text, tuple(get_format("functionary_v3_2").special))
+
+    assert takes("all\nIt is a > b, >> c." + call)
+    assert not takes("all\nIt is a >" + call)  # read as the recipient `>get_time`
+    assert not takes("all\nIt is >>> now" + call)
 
 
 # ----------------------------------------------------------------- generated calls

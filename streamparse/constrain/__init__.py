@@ -38,13 +38,16 @@ def _tools(tools: Sequence[Mapping[str, Any]] | Tools | None) -> Tools | None:
 def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
                 tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
                 thinking_forced_open: bool = False, syntax: str = "structural_tag",
-                token_ids: Mapping[str, int] | None = None) -> dict[str, Any] | str:
+                token_ids: Mapping[str, int] | None = None, unicode_escapes: bool = False) -> dict[str, Any] | str:
     """The grammar of what the model of `format` may write, its calls limited by `tool_choice`.
 
     `syntax`: "structural_tag" (a dict, xgrammar's structural tag for vLLM and SGLang), "lark" (a
     str for llguidance) or "gbnf" (a str for llama.cpp; `grammar_triggers` gives the request fields
     that go with it). `token_ids`: for "lark", the ids of the format's special tokens whose text is
-    not in angle brackets (Mistral's `[TOOL_CALLS]`), which Lark can only name by id.
+    not in angle brackets (Mistral's `[TOOL_CALLS]`), which Lark can only name by id. `unicode_escapes`:
+    for "lark", let JSON strings hold a `\\uXXXX` escape of a printable character (`"\\u2014"`, valid
+    JSON that llguidance refuses unless told: its `json_allow_general_unicode_escapes`, llguidance 1.8
+    and later; an older llguidance refuses the grammar); the other syntaxes always take them.
     Raises `ValueError` for an unknown format, syntax or tool, or a bad
     `tool_choice`; `GrammarUnsupported` (a `ValueError`) where the format's layout has no grammar."""
     if syntax not in SYNTAXES:
@@ -53,19 +56,20 @@ def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None =
     toolset = _tools(tools)
     choice = choice_of(tool_choice, toolset, parallel_tool_calls)
     ids = tuple(sorted(token_ids.items())) if token_ids else ()
-    written = _written(spec.name, toolset, choice, bool(thinking_forced_open), syntax, ids)
+    written = _written(spec.name, toolset, choice, bool(thinking_forced_open), syntax, ids,
+                       bool(unicode_escapes) and syntax == "lark")
     return json.loads(written) if syntax == "structural_tag" else written
 
 
 @lru_cache(maxsize=256)
 def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_open: bool, syntax: str,
-             token_ids: tuple[tuple[str, int], ...] = ()) -> str:
+             token_ids: tuple[tuple[str, int], ...] = (), unicode_escapes: bool = False) -> str:
     """The grammar text, built once per format, tool list, choice and syntax (a structural tag as JSON)."""
     node = output_grammar(get_format(name), tools, choice, thinking_forced_open).whole
     if syntax == "structural_tag":
         return json.dumps(structural_tag(node), ensure_ascii=False)
     if syntax == "lark":
-        return lark(node, dict(token_ids))
+        return lark(node, dict(token_ids), unicode_escapes)
     return gbnf(node)
 
 

@@ -250,13 +250,16 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     if not envelopes:
         raise GrammarUnsupported(f"format {spec.name!r}: its body kind ({', '.join(unlaid)}) has no layout yet")
     one = alt(*envelopes)
+    # Whitespace between calls ends at the next call or at the block's closer (it holds no delimiter),
+    # which a syntax may need to know: content may follow the calls, beginning where it does.
+    space = Regex(FRAMING_SPACE.pattern, stops=tuple(stop for stop in content_stops(spec) if stop[:1].strip()))
     if not spec.wrappers:
-        return Repeat(one, 1, choice.most, FRAMING_SPACE)
+        return Repeat(one, 1, choice.most, space)
     wrapper = spec.wrappers[0]
-    between: Node = FRAMING_SPACE
+    between: Node = space
     if wrapper.framing:
-        between = seq(FRAMING_SPACE, optional(Lit(wrapper.framing[0])), FRAMING_SPACE)
-    inside = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), FRAMING_SPACE)
+        between = seq(space, optional(Lit(wrapper.framing[0])), space)
+    inside = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), space)
     closer = alt(*map(Lit, wrapper.closers))
     # The last block may be left open: the output's end closes it (DeepSeek V3 and Solar Open
     # templates write no closer after their calls).

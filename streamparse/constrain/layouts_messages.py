@@ -87,7 +87,7 @@ class _Writer:
         opener = self._stops[0]
         char = re.escape(opener[0])
         runs = "|".join(f"{char * count}[^{char}]" for count in range(len(opener)))
-        return Regex(f"(?:{runs})*")
+        return Regex(f"(?:{runs})*", stops=(opener,))
 
     def calls(self, first: bool, tools: list[tuple[str, Mapping[str, Any]]], most: int | None, *,
               preamble: bool) -> Node:

@@ -71,11 +71,15 @@ class ExpressionWriter:
         """Alternatives: a rule of their own, so that nesting stays shallow (a schema's members)."""
         raise NotImplementedError
 
+    def separated(self, separator: Node, item: Node, written: str) -> str:
+        """The separator then the item (already written as `written`), as one expression."""
+        return f"{self.expression(separator)} {written}"
+
     def _repeat(self, node: Repeat) -> str:
         item = self.expression(node.item)
         if node.separator is None or node.max == 1:
             return f"({item}){bounds(node.min, node.max)}"
-        later = f"({self.expression(node.separator)} {item})"
+        later = f"({self.separated(node.separator, node.item, item)})"
         rest = f"{later}{bounds(max(node.min - 1, 0), None if node.max is None else node.max - 1)}"
         return f"({item} {rest})" if node.min > 0 else f"({item} {rest})?"
 
