@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from conftest import SHARED
+from conftest import ROOT, SHARED
 from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, token_ids
 
 import streamparse
@@ -311,3 +311,35 @@ def test_grammar_triggers_are_lazy_words_for_auto_and_the_whole_grammar_otherwis
     forced = grammar_triggers("hermes", TOOLS, tool_choice="required")
     assert forced["grammar_lazy"] is False and forced["grammar_triggers"] == []
     assert forced["grammar"] == grammar_for("hermes", TOOLS, tool_choice="required", syntax="gbnf")
+
+
+_WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+_SYNTAX_NAMES = {"structural_tag": "structural tag", "lark": "Lark", "gbnf": "GBNF"}
+
+
+def _written(fmt: str) -> str:
+    """What the README's grammars column should say of `fmt`: the syntaxes grammar_for writes, and
+    whether Lark needs the special tokens' ids."""
+    written, needs_ids = [], False
+    for syntax in SYNTAXES:
+        try:
+            grammar_for(fmt, _WEATHER, syntax=syntax)
+        except GrammarUnsupported as error:
+            if syntax != "lark" or "token_ids" not in str(error):
+                continue
+            needs_ids = True
+        written.append(_SYNTAX_NAMES[syntax])
+    return (", ".join(written) or "—") + (" (Lark: `token_ids=`)" if needs_ids else "")
+
+
+def test_the_readmes_grammars_column_says_what_grammar_for_writes() -> None:
+    rows = {}
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        found = re.fullmatch(r"\| `(\w+)` \|.*\| ([^|]+) \|", line.strip())
+        if found:
+            rows[found.group(1)] = found.group(2).strip()
+    from streamparse.families import FAMILIES
+
+    assert {spec.name for spec in FAMILIES} <= rows.keys()
+    assert {spec.name: rows[spec.name] for spec in FAMILIES} == {spec.name: _written(spec.name) for spec in FAMILIES}
