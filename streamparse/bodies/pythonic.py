@@ -36,7 +36,7 @@ from parsimonious.nodes import Node
 
 from .. import grammar_ir
 from ..grammar import load_grammar
-from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, literal
+from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, balanced, literal
 from ..scanning import ScanResult, TagScanner, WalkSource
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..strict_json import encodable, json_text
@@ -50,6 +50,10 @@ _IN_RAW_STRING = {'"': _IN_STRING['"'], "'": re.compile("'")}
 # A string that closes within the text, as the walker reads it (plain quotes; a backslash escapes).
 _WHOLE_STRING = {quote: STRINGS[quote][0] for quote in "\"'"}
 _WHOLE_RAW_STRING = {'"': _WHOLE_STRING['"'], "'": RAW_SINGLE_QUOTED}
+# What `_Walker.skip` takes in one match: strings as the walker reads them, brackets that close.
+_BALANCED = {raw: balanced("|".join(pattern.pattern for pattern in strings.values()))
+             for raw, strings in ((False, _WHOLE_STRING), (True, _WHOLE_RAW_STRING))}
+_SKIP_FROM = 64  # characters left in a piece for `skip` to be worth its match
 
 
 class _Walker:
@@ -58,6 +62,7 @@ class _Walker:
     def __init__(self, raw_single_quotes: bool = False) -> None:
         self._in_string = _IN_RAW_STRING if raw_single_quotes else _IN_STRING
         self._whole = _WHOLE_RAW_STRING if raw_single_quotes else _WHOLE_STRING
+        self._balanced = _BALANCED[raw_single_quotes]
         self.depth = 0
         self.quote = ""  # inside a string opened by this quote
         self.escaped = False  # a piece ended with a backslash inside a string
@@ -103,6 +108,14 @@ class _Walker:
                 self.depth = max(0, self.depth - 1)
             return match
 
+    def skip(self, text: str, pos: int) -> int:
+        """Where `walk` would next change the depth in `text[pos:]`, directly inside the outermost
+        brackets (depth 1, outside strings; elsewhere `pos`): past whole strings and brackets that
+        close, in one match (`python_literals.balanced`)."""
+        if self.depth != 1 or self.quote:
+            return pos
+        return self._balanced.match(text, pos).end()  # type: ignore[union-attr]
+
 
 class BracketScanner:
     """Ends where the first bracketed group closes (`[…]` of a list, `(…)` of one call), outside
@@ -114,6 +127,8 @@ class BracketScanner:
     def scan(self, text: str, pos: int) -> ScanResult:
         walker = self._walker
         while True:
+            if len(text) - pos > _SKIP_FROM:  # each time the depth is back to 1: a bounded look ahead
+                pos = walker.skip(text, pos)
             match = walker.walk(text, pos)
             if match is None:
                 return ScanResult(len(text))
