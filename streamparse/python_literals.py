@@ -301,7 +301,8 @@ def _as_json_names(text: str) -> str:
     this reading saw."""
     if "True" not in text and "False" not in text and "None" not in text:
         return text
-    strings = "\x00".join(_JSON_STRING.findall(text))
+    # The strings' text: with no backslash before a `"`, each `"` opens or closes one (split at C speed).
+    strings = "\x00".join(text.split('"')[1::2] if '\\"' not in text else _JSON_STRING.findall(text))
     if "True" not in strings and "False" not in strings and "None" not in strings:  # replaced at C speed
         return text.replace("True", "true").replace("False", "false").replace("None", "null")
     return _PYTHON_NAMES.sub(_json_name, text)
