@@ -8,6 +8,7 @@ checked with `parse`, and streamed one character at a time in both emit modes.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from conftest import agreeing
@@ -163,3 +164,35 @@ def test_arguments_are_strict_json_values(value: str, why: str) -> None:
     assert [r.status for r in message.rejected] == ["invalid_json"] and why in message.rejected[0].errors[0]
     for call in message.tool_calls:
         assert json.loads(call.arguments_json) == call.arguments
+
+
+# Bodies that make a reader of brackets and strings do the most work per character: brackets that
+# never close, strings that never close inside them, nesting deeper than one match takes
+# (`python_literals.balanced`), and many calls each too deep for it.
+WORST_BODIES = {
+    "open brackets": lambda n: "[f(a=" + "[" * n,
+    "an open string in open brackets": lambda n: "[f(a=" + "[" * 9 + "'" + "x" * n,
+    "open brackets of strings": lambda n: "[f(a=" + '["a", ' * (n // 6),
+    "deep brackets, then text": lambda n: "[f(a=" + "[" * 12 + "1, " * (n // 3),
+    "calls nested past a match": lambda n: "[" + "f(a=[[[[[[[[[[1]]]]]]]]]), " * (n // 27) + "g()]",
+    "long values": lambda n: "[" + f"f(a={{'k': [1, \"{'x' * 50}\"]}}, b=True), " * (n // 70) + "g()]",
+}
+
+
+@pytest.mark.parametrize("fmt", ["pythonic", "lfm2"])
+@pytest.mark.parametrize("shape", list(WORST_BODIES))
+def test_worst_case_bodies_are_read_in_linear_time(fmt: str, shape: str) -> None:
+    """Four times the text costs about four times the time, never the sixteen of quadratic work
+    (best of three, and a wide margin: the machine is shared)."""
+    def cost(size: int) -> float:
+        body = WORST_BODIES[shape](size)
+        text = f"<|tool_call_start|>{body}<|tool_call_end|>" if fmt == "lfm2" else body
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            streamparse.parse(text, fmt)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    small, large = cost(25_000), cost(100_000)
+    assert large < 9 * small + 0.05, (small, large)
