@@ -11,14 +11,17 @@ string in single quotes is read raw: it ends at the next `'`, and its backslashe
 are kept as written (an inner `'` ends it early, so the value is then not a literal). Strings in
 double quotes keep their escapes.
 
-Cost: `value_end` looks at each character of the value once (one regex jump per quote, bracket
-or separator). `literal` hands a list or dict spelled as JSON (no backslash, `'` or exponent) to
-jiter, reads the other common spellings itself in one pass (`_Reader`: strings without
-a backslash or a line break, decimal numbers, the six names, lists and string-keyed dicts without
-trailing commas, a bounded depth) and hands anything else to `ast.parse` of the value's text, linear
-in it (with raw single quotes, after one pass that rewrites each raw string as a Python literal of
-the same text). The reader accepts only what `ast` reads to the same value and rejects nothing
-itself, so values and rejections are `ast`'s by construction (a property test draws both).
+Cost: `value_end` takes a value's text in one match where its brackets nest at most `_LEVELS` deep
+(`balanced`: C speed, whole strings at a time) and steps over deeper brackets one regex jump each.
+`literal` hands a list, dict or string that JSON reads to the same value to jiter (`_as_json`:
+escapes but `\\/` and escaped surrogates, Python's names and single quotes respelled where that
+is exact), reads the other common spellings itself in one pass (`_Reader`: strings, their escapes
+decoded by the tokenizer's own codec, decimal numbers, the six names, lists and string-keyed dicts
+without trailing commas, a bounded depth) and hands anything else to `ast.parse` of the value's
+text, linear in it (with raw single quotes, after one pass that rewrites each raw string as a
+Python literal of the same text). jiter and the reader accept only what `ast` reads to the same
+value and reject nothing themselves, so values and rejections are `ast`'s by construction (a
+property test draws both).
 """
 
 from __future__ import annotations

@@ -16,11 +16,13 @@ Rules, for every format of this kind:
 - `raw_single_quotes` (LFM2.5): strings in single quotes are read raw, as its template writes them
   (`python_literals`): they end at the next `'`, backslashes and newlines kept.
 
-Cost: the scanner looks at each character once (one regex jump per quote, backslash or bracket);
-the grammar (`formats/<grammar>.peg`, rule `call`) reads each call once, each value's text is
-found by one pass (`python_literals.value_end`) and read once (`python_literals.literal`: jiter
-or one pass for the common spellings, `ast.parse` for the rest); the progressive
-streamer walks the body once more and reads each call's text once, when its `)` closes.
+Cost: the scanner looks at each character once (inside the outermost brackets one match takes
+whole strings and brackets that close, `python_literals.balanced`; elsewhere one regex jump per
+quote, backslash or bracket); the grammar (`formats/<grammar>.peg`, rule `call`) reads each call
+once, each value's text is found by one match (`python_literals.value_end`) and read once
+(`python_literals.literal`: jiter or one pass for the common spellings, `ast.parse` for the rest);
+the progressive streamer walks the body once more and reads each call's text once, when its `)`
+closes.
 """
 
 from __future__ import annotations
