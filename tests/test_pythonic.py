@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import streamparse
 from streamparse import Message, StreamParser, Token
-from streamparse.bodies.pythonic import BracketScanner, PythonicCalls, PythonicStreamer
+from streamparse.bodies.pythonic import BracketScanner, ListRead, PythonicCalls, PythonicStreamer
 from streamparse.spec import ArgumentsFragment, CallStart, Envelope, ParsedCall
 from streamparse.validation import ToolSet
 
@@ -230,7 +230,11 @@ def test_a_long_list_in_one_piece_is_read_by_its_scanner_only() -> None:
     text = "[" + ", ".join(f"f(a={i}, b='{'x' * 40}')" for i in range(50)) + "]"
     scanner = BracketScanner(False, kind.read_list)
     assert scanner.scan(text, 0) == (len(text), len(text)) and scanner.decoded is not None
-    assert len(kind.parse(Envelope("", text, "", True, False, scanner.decoded), ToolSet(None))) == 50
+    assert scanner.decoded is not None
+    kept = scanner.decoded.values[0][0]
+    assert isinstance(kept, ListRead) and len(kept.calls) == 50
+    parsed = kind.parse(Envelope("", text, "", True, False, scanner.decoded), ToolSet(None))
+    assert all(call is read for call, read in zip(parsed, kept.calls, strict=True))  # not read again
     # Text that is not that body (a look-alike blanked, a cut) is read again.
     other = text.replace("a=7,", "a=8,")
     seventh = kind.parse(Envelope("", other, "", True, False, scanner.decoded), ToolSet(None))[7]

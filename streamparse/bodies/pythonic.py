@@ -119,6 +119,13 @@ class _Walker:
         return self._balanced.match(text, pos).end()  # type: ignore[union-attr]
 
 
+@dataclass(frozen=True)
+class ListRead:
+    """The calls of a list its scanner read whole (`BracketScanner`), as `Decoded` hands them over."""
+
+    calls: tuple[CallResult, ...]
+
+
 class BracketScanner:
     """Ends where the first bracketed group closes (`[…]` of a list, `(…)` of one call), outside
     Python strings; what follows is the enclosing region's.
@@ -143,7 +150,7 @@ class BracketScanner:
             self._read_list = None  # one try: the walker goes on from here
             if found is not None:
                 results, end = found
-                self.decoded = Decoded(text, pos, end, {0: (results, end - pos)})
+                self.decoded = Decoded(text, pos, end, {0: (ListRead(tuple(results)), end - pos)})
                 return ScanResult(end, end)
         while True:
             if len(text) - pos > _SKIP_FROM:  # each time the depth is back to 1: a bounded look ahead
@@ -191,9 +198,9 @@ class PythonicCalls:
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
-        read = decoded_at(envelope.decoded, body, 0)  # the list its scanner read (`read_list`)
-        if read is not None and read[0][1] == len(body):
-            return list(read[0][0])
+        read = (decoded_at(envelope.decoded, body, 0) or {}).get(0)  # the list its scanner read (`read_list`)
+        if read is not None and isinstance(read[0], ListRead) and read[1] == len(body):
+            return list(read[0].calls)
         pos = _SPACE.match(body).end()  # type: ignore[union-attr]
         if pos == len(body):
             status = INVALID_JSON if envelope.complete else TRUNCATED
