@@ -144,16 +144,17 @@ class BracketScanner:
 
     def scan(self, text: str, pos: int) -> ScanResult:
         walker = self._walker
-        if self._read_list is not None and not walker.opened and not walker.quote and len(text) - pos > _SKIP_FROM \
-                and text.find('"""', pos) < 0 and text.find("'''", pos) < 0:
-            found = self._read_list(text, pos)
-            self._read_list = None  # one try: the walker goes on from here
-            if found is not None:
-                results, end = found
-                self.decoded = Decoded(text, pos, end, {0: (ListRead(tuple(results)), end - pos)})
-                return ScanResult(end, end)
+        long = len(text) - pos > _SKIP_FROM
+        if self._read_list is not None:  # the first piece only: the walker goes on from there
+            read, self._read_list = self._read_list, None
+            if long and text.find('"""', pos) < 0 and text.find("'''", pos) < 0:
+                found = read(text, pos)
+                if found is not None:
+                    results, end = found
+                    self.decoded = Decoded(text, pos, end, {0: (ListRead(tuple(results)), end - pos)})
+                    return ScanResult(end, end)
         while True:
-            if len(text) - pos > _SKIP_FROM:  # each time the depth is back to 1: a bounded look ahead
+            if long:  # each time the depth is back to 1: a bounded look ahead
                 pos = walker.skip(text, pos)
             match = walker.walk(text, pos)
             if match is None:
