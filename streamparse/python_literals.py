@@ -105,10 +105,10 @@ _VALUE_TEXT = {raw: (balanced(_whole_strings(raw), ","), balanced(_whole_strings
 def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
     """Where the expression starting at `text[pos]` ends: at the first `,` or closing bracket
     outside strings and brackets, or the end of the text. None when it is empty or unbalanced.
-    Cost: at the top and one level in, one match takes everything up to the next bracket of the
-    levels past `_LEVELS` (`balanced`); deeper, one regex jump per quote or bracket. A match that
-    gives up brackets it looked into is followed by steps through them, so a character is looked at
-    a bounded number of times."""
+    Cost: at the top and one level in, one match takes all the text whose brackets close within
+    `_LEVELS` levels (`balanced`); deeper, one regex jump per quote or bracket. Brackets a match
+    gave up are then stepped through before the next match, so a character is looked at a bounded
+    number of times."""
     top, inside = _VALUE_TEXT[raw_single_quotes]
     depth = 0
     i = pos
