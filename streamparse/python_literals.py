@@ -11,14 +11,17 @@ string in single quotes is read raw: it ends at the next `'`, and its backslashe
 are kept as written (an inner `'` ends it early, so the value is then not a literal). Strings in
 double quotes keep their escapes.
 
-Cost: `value_end` looks at each character of the value once (one regex jump per quote, bracket
-or separator). `literal` hands a list or dict spelled as JSON (no backslash, `'` or exponent) to
-jiter, reads the other common spellings itself in one pass (`_Reader`: strings without
-a backslash or a line break, decimal numbers, the six names, lists and string-keyed dicts without
-trailing commas, a bounded depth) and hands anything else to `ast.parse` of the value's text, linear
-in it (with raw single quotes, after one pass that rewrites each raw string as a Python literal of
-the same text). The reader accepts only what `ast` reads to the same value and rejects nothing
-itself, so values and rejections are `ast`'s by construction (a property test draws both).
+Cost: `value_end` takes a value's text in one match where its brackets nest at most `_LEVELS` deep
+(`balanced`: C speed, whole strings at a time) and steps over deeper brackets one regex jump each.
+`literal` hands a list, dict or string that JSON reads to the same value to jiter (`_as_json`:
+escapes but `\\/` and escaped surrogates, Python's names and single quotes respelled where that
+is exact), reads the other common spellings itself in one pass (`_Reader`: strings, their escapes
+decoded by the tokenizer's own codec, decimal numbers, the six names, lists and string-keyed dicts
+without trailing commas, a bounded depth) and hands anything else to `ast.parse` of the value's
+text, linear in it (with raw single quotes, after one pass that rewrites each raw string as a
+Python literal of the same text). jiter and the reader accept only what `ast` reads to the same
+value and reject nothing themselves, so values and rejections are `ast`'s by construction (a
+property test draws both).
 """
 
 from __future__ import annotations
@@ -30,12 +33,10 @@ from typing import Any
 
 import jiter
 
-from .strict_json import encodable
+from .strict_json import encodable, overflows
 
 _JSON_NAMES: dict[str, Any] = {"true": True, "false": False, "null": None}
-_OUTSIDE = re.compile(r"""["'()\[\]{},]""")
 _NESTED = re.compile(r"""["'()\[\]{}]""")  # inside brackets a comma ends nothing
-_CLOSERS = ")]}"
 
 
 def _string_patterns(quote: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -65,32 +66,75 @@ def string_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | No
     return match.end() if match is not None else None
 
 
+_STRUCTURE = r"""\"'()\[\]{}"""  # a character class's members: the quotes and the brackets
+_LEVELS = 8  # bracket levels one match takes; deeper ones cost a walker's step per level past these
+
+
+def balanced(strings: str, stops: str = "", levels: int = _LEVELS) -> re.Pattern[str]:
+    """Whole strings (`strings`, a pattern), brackets that close within `levels` levels, and any other
+    character but `stops` (outside brackets), as one match at C speed; the first character it does
+    not take (an opener of deeper brackets, a closer, a stop, a quote whose string does not close) is
+    the caller's to step over. A run of other characters is matched whole or not at all (`(?![^…])`)
+    and each alternative starts with characters no other one does, so there is one way to match any
+    text: brackets that do not close are given up after one look at what they hold, and a character
+    is looked at by at most `levels` + 1 matches."""
+
+    def run(stop: str) -> str:
+        return rf"[^{_STRUCTURE}{stop}]+(?![^{_STRUCTURE}{stop}])"
+
+    inside = rf"(?:{run('')}|{strings})*"
+    for _ in range(levels - 1):
+        inside = rf"(?:{run('')}|{strings}|[\[({{]{inside}[\])}}])*"
+    return re.compile(rf"(?:{run(re.escape(stops))}|{strings}|[\[({{]{inside}[\])}}])*")
+
+
+def _whole_strings(raw_single_quotes: bool) -> str:
+    """A pattern of one string as `string_end` reads it (triple-quoted where three quotes open it)."""
+    quotes = [('"', False), ("'", raw_single_quotes)]
+    return "|".join(RAW_SINGLE_QUOTED.pattern if raw else
+                    f"{STRINGS[quote][1].pattern}|(?!{quote * 3}){STRINGS[quote][0].pattern}"
+                    for quote, raw in quotes)
+
+
+# What `value_end` takes in one match: at the top the value's text up to a `,` or a closer; inside
+# brackets, everything up to the closer.
+_VALUE_TEXT = {raw: (balanced(_whole_strings(raw), ","), balanced(_whole_strings(raw)))
+               for raw in (False, True)}
+
+
 def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
     """Where the expression starting at `text[pos]` ends: at the first `,` or closing bracket
-    outside strings and brackets, or the end of the text. None when it is empty or unbalanced."""
+    outside strings and brackets, or the end of the text. None when it is empty or unbalanced.
+    Cost: at the top and one level in, one match takes all the text whose brackets close within
+    `_LEVELS` levels (`balanced`); deeper, one regex jump per quote or bracket. Brackets a match
+    gave up are then stepped through before the next match, so a character is looked at a bounded
+    number of times."""
+    top, inside = _VALUE_TEXT[raw_single_quotes]
     depth = 0
     i = pos
     while True:
-        match = (_NESTED if depth else _OUTSIDE).search(text, i)
-        if match is None:
-            end = len(text)
+        if depth < 2:
+            i = (inside if depth else top).match(text, i).end()  # type: ignore[union-attr]
+        else:
+            found = _NESTED.search(text, i)
+            i = len(text) if found is None else found.start()
+        if i == len(text):
             break
-        char = match.group()
+        char = text[i]
         if char in "\"'":
-            after = string_end(text, match.start(), raw_single_quotes)
+            after = string_end(text, i, raw_single_quotes)
             if after is None:
                 return None
             i = after
-        elif char in "([{":
+            continue
+        if char in "([{":
             depth += 1
-            i = match.end()
-        elif depth == 0:
-            end = match.start()
+        elif depth == 0:  # `,` or a closer
             break
         else:
             depth -= 1
-            i = match.end()
-    return end if depth == 0 and text[pos:end].strip() else None
+        i += 1
+    return i if depth == 0 and text[pos:i].strip() else None
 
 
 class _Unsure(Exception):
@@ -105,6 +149,26 @@ _PLAIN = {'"': re.compile(r'"([^"\\\r\n\x00]*)"'), "'": re.compile(r"'([^'\\\r\n
 _RAW_PLAIN = re.compile("'([^'\x00]*)'")
 _ENDS = frozenset(",:]})")  # what may follow a value: never a letter, a quote, an operator
 _MAX_DEPTH = 40  # deeper than this goes to `ast`, which sets the bounds
+
+
+# In a string with backslashes, what the reader leaves to `ast`, looked for once each `\\` is taken
+# out (every backslash left then starts an escape, followed by what follows it in the string): an
+# escape Python warns of (`\d`) or that is not ASCII text (`\N{...}`), an octal one past `\377`, a
+# line break or NUL written raw.
+_NOT_DECODED = re.compile(r"[\r\n\x00]|\\(?!['\"abfnrtv]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}"
+                          r"|[0-3][0-7]{0,2}|[4-7](?![0-7]{2}))")
+
+
+def _decoded(body: str) -> str:
+    """The text of a string literal whose quotes held `body`, with its escapes decoded as Python's
+    tokenizer does: its other characters as escapes of themselves, then the `unicode_escape` codec
+    (the decoder the tokenizer calls); `_Unsure` for what `_NOT_DECODED` finds or the codec refuses."""
+    if _NOT_DECODED.search(body.replace("\\\\", "")) is not None:
+        raise _Unsure
+    try:
+        return body.encode("ascii", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError:  # `\x4`, `\U00110000`
+        raise _Unsure from None
 
 
 class _Reader:
@@ -124,10 +188,18 @@ class _Reader:
                 raise _Unsure
             return (self.list if char == "[" else self.dict)(pos + 1, depth + 1)
         if char in "\"'":
-            match = (self.single if char == "'" else _PLAIN['"']).match(text, pos)
-            if match is None or text.startswith(char * 3, pos):  # a triple-quoted string is `ast`'s
+            if text.startswith(char * 3, pos):  # a triple-quoted string is `ast`'s
                 raise _Unsure
-            value = match.group(1)
+            match = (self.single if char == "'" else _PLAIN['"']).match(text, pos)
+            if match is not None:
+                value = match.group(1)
+            elif self.single is _PLAIN["'"] or char == '"':  # a string with escapes (not a raw one)
+                match = STRINGS[char][0].match(text, pos)
+                if match is None:
+                    raise _Unsure
+                value = _decoded(match.group()[1:-1])
+            else:
+                raise _Unsure
             if not encodable(value):
                 raise _Unsure
             return value, self.after(match.end())
@@ -190,13 +262,36 @@ class _Reader:
             pos = _GAP.match(text, pos + 1).end()  # type: ignore[union-attr]
 
 
-# Where JSON and Python read the same text to different values: an escape (`\\/`, a surrogate pair),
-# or a number that may overflow to infinity (JSON readers give `inf`, a literal is refused).
-_JSON_DIFFERS = re.compile(r"\\|'|[0-9.][eE][+-]?[0-9]|[0-9]{300}")
-# Python's names for JSON's, outside strings (with no backslash and no `'`, a string is `"[^"]*"`).
-_PYTHON_NAMES = re.compile(r'"[^"]*"|True|False|None')
+# Where JSON and Python read text that both take to different values (looked for in its UTF-8): the
+# escape `\/` (`/` to JSON), an escaped surrogate (JSON pairs two; to Python each is alone, and
+# refused), and a run of digits long enough for this Python's int limits, found in the text's digits
+# mapped to `0` at C speed (a number that overflows a double is `inf` to jiter: `overflows` finds it).
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+_DIGITS = bytes(ord("0") if byte in b"0123456789" else ord(" ") for byte in range(256))
+_LONG_DIGITS = b"0" * 300
+_DOUBLE_QUOTED = STRINGS['"'][0].pattern  # in text JSON takes, every string
+# Python's names for JSON's, outside strings.
+_PYTHON_NAMES = re.compile(_DOUBLE_QUOTED + "|True|False|None")
 _AS_JSON = {"True": "true", "False": "false", "None": "null"}
-_JSON_STRING = re.compile(r'"[^"]*"')  # with no backslash in the text, every string
+_JSON_STRING = re.compile(_DOUBLE_QUOTED)
+_PYTHON_DEPTH = 200  # brackets open at once that Python's parser takes (its tokenizer's MAXLEVEL)
+
+
+def _deepest_jiter_list() -> int:
+    """How deep jiter nests lists (its recursion limit, which is not part of its API: probed)."""
+    low, high = 0, 4096
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            jiter.from_json(b"[" * middle + b"]" * middle)
+            low = middle
+        except ValueError:
+            high = middle - 1
+    return low
+
+
+# Lists wrapped around a value so that jiter refuses one nested deeper than Python takes.
+_JITER_PAD = max(0, _deepest_jiter_list() - _PYTHON_DEPTH)
 
 
 def _json_name(match: re.Match[str]) -> str:
@@ -204,27 +299,59 @@ def _json_name(match: re.Match[str]) -> str:
 
 
 def _as_json_names(text: str) -> str:
-    """`text` (no backslash, no `'`) with Python's names outside strings spelled as JSON's."""
-    if "e" not in text:  # every one of the names has an e
+    """`text` with Python's names outside strings spelled as JSON's, where it is JSON to jiter then:
+    the names are as long as JSON's and no quote or backslash changes, so JSON reads the strings
+    this reading saw."""
+    if "True" not in text and "False" not in text and "None" not in text:
         return text
-    strings = "\x00".join(_JSON_STRING.findall(text))
+    # The strings' text: with no backslash before a `"`, each `"` opens or closes one (split at C speed).
+    strings = "\x00".join(text.split('"')[1::2] if '\\"' not in text else _JSON_STRING.findall(text))
     if "True" not in strings and "False" not in strings and "None" not in strings:  # replaced at C speed
         return text.replace("True", "true").replace("False", "false").replace("None", "null")
     return _PYTHON_NAMES.sub(_json_name, text)
 
 
+def _as_json(text: str) -> Any:
+    """The value of `text` (stripped) read as JSON by jiter, where JSON and Python agree on it;
+    `_Unsure` otherwise. With Python's names spelled as JSON's, and single quotes as double ones
+    where the text has no `"` and no backslash (each `'` then opens or closes a string without
+    escapes, raw or not), jiter takes only what Python reads to the same value: JSON's strings,
+    escapes (but those `_ESCAPED_SURROGATE` says), numbers and whitespace are Python's too, a key written twice is
+    an error to both, nesting is bounded as deep as Python's (`_JITER_PAD`), and a number too large
+    for a double, `inf` to jiter, is found by `overflows`."""
+    if "'" in text and '"' not in text and "\\" not in text:
+        text = text.replace("'", '"')
+    if text[0] != '"':  # a string alone has no names outside it
+        text = _as_json_names(text)
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        raise _Unsure from None
+    if b"\\/" in data or (b"\\u" in data and _ESCAPED_SURROGATE.search(data)) \
+            or _LONG_DIGITS in data.translate(_DIGITS):
+        raise _Unsure
+    try:
+        value = jiter.from_json(b"[" * _JITER_PAD + data + b"]" * _JITER_PAD, catch_duplicate_keys=True,
+                                allow_inf_nan=False)
+    except ValueError:  # not JSON (a tuple, a set, `1_000`, ...), or an error to both: read below
+        raise _Unsure from None
+    for _ in range(_JITER_PAD):
+        value = value[0]
+    if overflows(value, text, 0, len(text)):
+        raise _Unsure
+    return value
+
+
 def _fast(text: str, raw_single_quotes: bool) -> Any:
-    """The value when `_Reader` reads all of `text` (stripped); `_Unsure` otherwise. A list or dict
-    spelled as JSON (with Python's names or JSON's) without a backslash, a `'` or an exponent, what
-    models write most, is read by jiter at native speed: there JSON and Python agree on every value,
-    and a key written twice is an error to both."""
+    """The value when jiter (`_as_json`) or `_Reader` reads all of `text` (stripped); `_Unsure`
+    otherwise. Lists, dicts and strings spelled as JSON, what models write most, are read by jiter
+    at native speed."""
     text = text.strip()
-    if text[:1] in "[{" and _JSON_DIFFERS.search(text) is None:
-        json_text = _as_json_names(text)
+    if text[:1] in ("[", "{", '"', "'"):
         try:
-            return jiter.from_json(json_text.encode(), catch_duplicate_keys=True, allow_inf_nan=False)
-        except (ValueError, UnicodeEncodeError):
-            pass  # not JSON (single quotes, True, a set...) or a lone surrogate: read below
+            return _as_json(text)
+        except _Unsure:
+            pass
     value, end = _Reader(text, raw_single_quotes).value(0, 0)
     if end != len(text):
         raise _Unsure

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from streamparse.python_literals import _ast_literal, literal
 
 # `ast` warns of an invalid escape (`'\s'`) in a drawn string while it reads it, in both readers alike.
-pytestmark = pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore:invalid octal escape sequence:DeprecationWarning")]
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
                     st.text(max_size=8))
@@ -35,7 +37,7 @@ def spelled(draw: st.DrawFn, value: Any) -> str:
         return draw(st.sampled_from([repr(value), f"{value:e}", json.dumps(value)]))
     if isinstance(value, str):
         return draw(st.sampled_from([repr(value), json.dumps(value), json.dumps(value, ensure_ascii=False),
-                                     f"'{value}'", f'"{value}"']))
+                                     f"'{value}'", f'"{value}"', draw(escaped(value))]))
     if isinstance(value, list):
         items = [draw(spelled(item)) for item in value]
         trailing = draw(st.sampled_from(["", ","])) if items else ""
@@ -44,6 +46,39 @@ def spelled(draw: st.DrawFn, value: Any) -> str:
     pairs = [f"{draw(spelled(key))}{draw(st.sampled_from([':', ': ', ' : ']))}{draw(spelled(item))}"
              for key, item in value.items()]
     return "{" + gap + ("," + gap).join(pairs) + gap + "}"
+
+
+# Escapes that are not a character's own: ones Python keeps as written (and warns of), ones JSON reads
+# otherwise (`\\/`), a surrogate pair (one character to JSON, two lone ones to Python), a line
+# continuation, and ones Python refuses.
+ODD_ESCAPES = ["\\d", "\\/", "\\ud83d\\ude00", "\\ud800", "\\\n", "\\8", "\\477", "\\x4", "\\U00110000", "\\N{bogus}"]
+
+
+@st.composite
+def escaped(draw: st.DrawFn, value: str) -> str:
+    """`value` in either quote, each character written as itself or as any escape Python has for it
+    (`\\n`, `\\x..`, octal, `\\u....`, `\\U........`, `\\N{NAME}`), with odd escapes drawn between them."""
+    quote = draw(st.sampled_from(["'", '"']))
+    named = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v",
+             "\\": "\\\\", "'": "\\'", '"': '\\"', "\x00": "\\0"}
+    out = []
+    for char in value:
+        code = ord(char)
+        forms = [f"\\U{code:08x}"]
+        if char not in (quote, "\\", "\n", "\r", "\x00"):
+            forms.append(char)
+        if char in named:
+            forms.append(named[char])
+        if code < 0x100:
+            forms += [f"\\x{code:02x}", f"\\{code:o}", f"\\{code:03o}"]
+        if code < 0x10000:
+            forms.append(f"\\u{code:04X}")
+        if unicodedata.name(char, ""):
+            forms.append(f"\\N{{{unicodedata.name(char)}}}")
+        out.append(draw(st.sampled_from(forms)))
+        if draw(st.integers(0, 9)) == 0:
+            out.append(draw(st.sampled_from(ODD_ESCAPES)))
+    return quote + "".join(out) + quote
 
 
 def typed(value: Any) -> Any:
@@ -74,7 +109,7 @@ def test_drawn_literals_read_as_ast_reads_them(text: str, raw: bool) -> None:
     agree(text, raw)
 
 
-NEAR = st.text(alphabet=list("[]{}(),:'\"\\ \n\r\t-+.eE0123456789_xjTrueFalsNonlb#\x00\ud800é"), max_size=16)
+NEAR = st.text(alphabet=list("[]{}(),:'\"\\ \n\r\t-+.eE0123456789_xjTrueFalsNonlb#\x00\ud800é/uUdD8N"), max_size=16)
 
 
 @settings(max_examples=600, deadline=None)
@@ -89,6 +124,18 @@ NEAR = st.text(alphabet=list("[]{}(),:'\"\\ \n\r\t-+.eE0123456789_xjTrueFalsNonl
 @example('{"a": True, "b": [None, "False"]}', False)
 @example('{"a": Truex}', False)
 @example('[1, {"k": True}, (2, 3)]', False)
+@example("[" * 200 + "]" * 200, False)  # as deep as Python's parser nests
+@example("[" * 201 + "]" * 201, False)
+@example('{"a": ' * 200 + "1" + "}" * 200, True)
+@example("[1e308, -2.5E-3, 1E5]", False)
+@example("[1e309]", False)
+@example('{"a": "x\\/y"}', False)
+@example('["\\ud83d\\ude00"]', False)
+@example("['it', 'is']", True)
+@example("{'a': True, 'b': 'None'}", False)
+@example("['a\\'b']", False)
+@example("['C:\\dir', \"\\n\"]", True)
+@example("\"\\d\\/\"", False)
 def test_near_literals_read_and_rejected_as_ast_does(text: str, raw: bool) -> None:
     agree(text, raw)
 

@@ -8,6 +8,7 @@ checked with `parse`, and streamed one character at a time in both emit modes.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from conftest import agreeing
@@ -16,8 +17,8 @@ from hypothesis import strategies as st
 
 import streamparse
 from streamparse import Message, StreamParser, Token
-from streamparse.bodies.pythonic import PythonicCalls, PythonicStreamer
-from streamparse.spec import ArgumentsFragment, CallStart, Envelope
+from streamparse.bodies.pythonic import BracketScanner, ListRead, PythonicCalls, PythonicStreamer
+from streamparse.spec import ArgumentsFragment, CallStart, Envelope, ParsedCall
 from streamparse.validation import ToolSet
 
 FMT = "pythonic"
@@ -163,3 +164,80 @@ def test_arguments_are_strict_json_values(value: str, why: str) -> None:
     assert [r.status for r in message.rejected] == ["invalid_json"] and why in message.rejected[0].errors[0]
     for call in message.tool_calls:
         assert json.loads(call.arguments_json) == call.arguments
+
+
+# Bodies that make a reader of brackets and strings do the most work per character: brackets that
+# never close, strings that never close inside them, nesting deeper than one match takes
+# (`python_literals.balanced`), and many calls each too deep for it.
+WORST_BODIES = {
+    "open brackets": lambda n: "[f(a=" + "[" * n,
+    "an open string in open brackets": lambda n: "[f(a=" + "[" * 9 + "'" + "x" * n,
+    "open brackets of strings": lambda n: "[f(a=" + '["a", ' * (n // 6),
+    "deep brackets, then text": lambda n: "[f(a=" + "[" * 12 + "1, " * (n // 3),
+    "calls nested past a match": lambda n: "[" + "f(a=[[[[[[[[[[1]]]]]]]]]), " * (n // 27) + "g()]",
+    "long values": lambda n: "[" + f"f(a={{'k': [1, \"{'x' * 50}\"]}}, b=True), " * (n // 70) + "g()]",
+}
+
+
+@pytest.mark.parametrize("fmt", ["pythonic", "lfm2"])
+@pytest.mark.parametrize("shape", list(WORST_BODIES))
+def test_worst_case_bodies_are_read_in_linear_time(fmt: str, shape: str) -> None:
+    """Four times the text costs about four times the time, never the sixteen of quadratic work
+    (best of three, and a wide margin: the machine is shared)."""
+    def cost(size: int) -> float:
+        body = WORST_BODIES[shape](size)
+        text = f"<|tool_call_start|>{body}<|tool_call_end|>" if fmt == "lfm2" else body
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            streamparse.parse(text, fmt)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    small, large = cost(25_000), cost(100_000)
+    assert large < 9 * small + 0.05, (small, large)
+
+
+# Values whose strings hold brackets, quotes and backslashes, brackets that do not close or nest past
+# one match, triple quotes (the walker reads them as runs of plain strings), and what is not a value.
+SCANNED_VALUES = ["1", "True", "'a)b'", '"]"', "'x\\''", '"\\\\"', "'C:\\\\'", "(1, 2)", "{'a': [1]}", "'unclosed",
+                  "[1", ")", '"q\\"q"', "'''t'''", '"""a"]"""', "[" * 11 + "1" + "]" * 11, "f(x)", "'['", '"("',
+                  "x" * 70, "'\\n'", "a.b", "-1e5", "[1,]"]
+_CALL = st.builds(lambda name, arguments: f"{name}({', '.join(arguments)})", st.sampled_from(["f", "g.h", "k "]),
+                  st.lists(st.builds("{}={}".format, st.sampled_from(["a", "b", "a", "c "]),
+                                     st.sampled_from(SCANNED_VALUES)), max_size=4))
+
+
+@given(st.lists(_CALL, max_size=5), st.booleans(), st.sampled_from(["]", ",]", "", "] after", " ]  "]),
+       st.sampled_from(["", "  ", "\n"]))
+def test_a_list_read_whole_by_its_scanner_ends_and_reads_as_when_walked(
+        calls: list[str], raw: bool, close: str, lead: str) -> None:
+    """`BracketScanner` with `read_list` (a long list in one piece): the same end as the walk, and
+    the kind's parse of the calls it kept is the parse of the body."""
+    text = (lead + "[" + ", ".join(calls) + close).ljust(80)
+    kind = PythonicCalls("lfm2" if raw else "pythonic", raw_single_quotes=raw)
+    walked, reading = BracketScanner(raw), BracketScanner(raw, kind.read_list)
+    end = walked.scan(text, 0)
+    assert reading.scan(text, 0) == end
+    if end.end is not None:
+        body = text[:end.safe]
+        assert kind.parse(Envelope("", body, "", True, False, reading.decoded), ToolSet(None)) == kind.parse(
+            Envelope("", body, "", True, False), ToolSet(None))
+
+
+def test_a_long_list_in_one_piece_is_read_by_its_scanner_only() -> None:
+    kind = PythonicCalls("pythonic")
+    text = "[" + ", ".join(f"f(a={i}, b='{'x' * 40}')" for i in range(50)) + "]"
+    scanner = BracketScanner(False, kind.read_list)
+    assert scanner.scan(text, 0) == (len(text), len(text)) and scanner.decoded is not None
+    assert scanner.decoded is not None
+    kept = scanner.decoded.values[0][0]
+    assert isinstance(kept, ListRead) and len(kept.calls) == 50
+    parsed = kind.parse(Envelope("", text, "", True, False, scanner.decoded), ToolSet(None))
+    assert all(call is read for call, read in zip(parsed, kept.calls, strict=True))  # not read again
+    # Text that is not that body (a look-alike blanked, a cut) is read again.
+    other = text.replace("a=7,", "a=8,")
+    seventh = kind.parse(Envelope("", other, "", True, False, scanner.decoded), ToolSet(None))[7]
+    assert isinstance(seventh, ParsedCall) and seventh.arguments["a"] == 8
+    tripled = BracketScanner(False, kind.read_list)  # a triple quote in the text: walked, not read
+    assert tripled.scan(text + '"""', 0) == (len(text), len(text)) and tripled.decoded is None

@@ -16,18 +16,20 @@ Rules, for every format of this kind:
 - `raw_single_quotes` (LFM2.5): strings in single quotes are read raw, as its template writes them
   (`python_literals`): they end at the next `'`, backslashes and newlines kept.
 
-Cost: the scanner looks at each character once (one regex jump per quote, backslash or bracket);
-the grammar (`formats/<grammar>.peg`, rule `call`) reads each call once, each value's text is
-found by one pass (`python_literals.value_end`) and read once (`python_literals.literal`: jiter
-or one pass for the common spellings, `ast.parse` for the rest); the progressive
-streamer walks the body once more and reads each call's text once, when its `)` closes.
+Cost: the scanner looks at each character once (inside the outermost brackets one match takes
+whole strings and brackets that close, `python_literals.balanced`; elsewhere one regex jump per
+quote, backslash or bracket); the grammar (`formats/<grammar>.peg`, rule `call`) reads each call
+once, each value's text is found by one match (`python_literals.value_end`) and read once
+(`python_literals.literal`: jiter or one pass for the common spellings, `ast.parse` for the rest);
+the progressive streamer walks the body once more and reads each call's text once, when its `)`
+closes.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,8 +38,8 @@ from parsimonious.nodes import Node
 
 from .. import grammar_ir
 from ..grammar import load_grammar
-from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, literal
-from ..scanning import ScanResult, TagScanner, WalkSource
+from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, balanced, literal
+from ..scanning import Decoded, ScanResult, TagScanner, WalkSource, decoded_at
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..strict_json import encodable, json_text
 from ..types import INVALID_JSON, TRUNCATED
@@ -50,6 +52,10 @@ _IN_RAW_STRING = {'"': _IN_STRING['"'], "'": re.compile("'")}
 # A string that closes within the text, as the walker reads it (plain quotes; a backslash escapes).
 _WHOLE_STRING = {quote: STRINGS[quote][0] for quote in "\"'"}
 _WHOLE_RAW_STRING = {'"': _WHOLE_STRING['"'], "'": RAW_SINGLE_QUOTED}
+# What `_Walker.skip` takes in one match: strings as the walker reads them, brackets that close.
+_BALANCED = {raw: balanced("|".join(pattern.pattern for pattern in strings.values()))
+             for raw, strings in ((False, _WHOLE_STRING), (True, _WHOLE_RAW_STRING))}
+_SKIP_FROM = 64  # characters left in a piece for `skip` to be worth its match
 
 
 class _Walker:
@@ -58,6 +64,7 @@ class _Walker:
     def __init__(self, raw_single_quotes: bool = False) -> None:
         self._in_string = _IN_RAW_STRING if raw_single_quotes else _IN_STRING
         self._whole = _WHOLE_RAW_STRING if raw_single_quotes else _WHOLE_STRING
+        self._balanced = _BALANCED[raw_single_quotes]
         self.depth = 0
         self.quote = ""  # inside a string opened by this quote
         self.escaped = False  # a piece ended with a backslash inside a string
@@ -103,17 +110,52 @@ class _Walker:
                 self.depth = max(0, self.depth - 1)
             return match
 
+    def skip(self, text: str, pos: int) -> int:
+        """Where `walk` would next change the depth in `text[pos:]`, directly inside the outermost
+        brackets (depth 1, outside strings; elsewhere `pos`): past whole strings and brackets that
+        close, in one match (`python_literals.balanced`)."""
+        if self.depth != 1 or self.quote:
+            return pos
+        return self._balanced.match(text, pos).end()  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class ListRead:
+    """The calls of a list its scanner read whole (`BracketScanner`), as `Decoded` hands them over."""
+
+    calls: tuple[CallResult, ...]
+
 
 class BracketScanner:
     """Ends where the first bracketed group closes (`[…]` of a list, `(…)` of one call), outside
-    Python strings; what follows is the enclosing region's."""
+    Python strings; what follows is the enclosing region's.
 
-    def __init__(self, raw_single_quotes: bool = False) -> None:
+    With `read_list` (a listed kind's), a list that arrives whole in a long first piece is read
+    there by the kind's grammar, which ends at the same `]` where the text holds no triple quote
+    (its strings are then the walker's, and every bracket of a call it reads is in a value that
+    closes, or the call's own): `decoded` keeps the calls for the kind's `parse`, and the text is
+    not walked as well. A list that does not read so to its `]` is walked from where it starts."""
+
+    def __init__(self, raw_single_quotes: bool = False,
+                 read_list: Callable[[str, int], tuple[list[CallResult], int] | None] | None = None) -> None:
         self._walker = _Walker(raw_single_quotes)
+        self._read_list = read_list
+        self.decoded: Decoded | None = None
 
     def scan(self, text: str, pos: int) -> ScanResult:
         walker = self._walker
+        long = len(text) - pos > _SKIP_FROM
+        if self._read_list is not None:  # the first piece only: the walker goes on from there
+            read, self._read_list = self._read_list, None
+            if long and text.find('"""', pos) < 0 and text.find("'''", pos) < 0:
+                found = read(text, pos)
+                if found is not None:
+                    results, end = found
+                    self.decoded = Decoded(text, pos, end, {0: (ListRead(tuple(results)), end - pos)})
+                    return ScanResult(end, end)
         while True:
+            if long:  # each time the depth is back to 1: a bounded look ahead
+                pos = walker.skip(text, pos)
             match = walker.walk(text, pos)
             if match is None:
                 return ScanResult(len(text))
@@ -148,13 +190,18 @@ class PythonicCalls:
     closers: tuple[str, ...] = ()
 
     def scanner(self) -> BracketScanner | TagScanner:
-        return TagScanner(self.closers) if self.lines else BracketScanner(self.raw_single_quotes)
+        if self.lines:
+            return TagScanner(self.closers)
+        return BracketScanner(self.raw_single_quotes, self.read_list if self.listed else None)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> PythonicStreamer:
         return PythonicStreamer(self)
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
+        read = (decoded_at(envelope.decoded, body, 0) or {}).get(0)  # the list its scanner read (`read_list`)
+        if read is not None and isinstance(read[0], ListRead) and read[1] == len(body):
+            return list(read[0].calls)
         pos = _SPACE.match(body).end()  # type: ignore[union-attr]
         if pos == len(body):
             status = INVALID_JSON if envelope.complete else TRUNCATED
@@ -165,37 +212,52 @@ class PythonicCalls:
             if not body.startswith("[", pos):
                 return [Rejection(INVALID_JSON, [f"{self.tag} does not start with '['"])]
             pos = _SPACE.match(body, pos + 1).end()  # type: ignore[union-attr]
-            if body.startswith("]", pos):
-                return self._after_list(body, pos + 1, envelope.complete, [])
+        results, closed = self._calls(body, pos, envelope.complete)
+        return results if closed is None else self._after_list(body, closed, envelope.complete, results)
+
+    def read_list(self, text: str, pos: int) -> tuple[list[CallResult], int] | None:
+        """The calls of the list at `text[pos]` (after spaces) as `parse` reads them in a body that
+        ends at the list's `]`, and where that `]` ends; None where the calls do not read up to a
+        `]` so. For `BracketScanner`, which ends there too when the text holds no triple quote."""
+        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+        if not text.startswith("[", pos):
+            return None
+        results, closed = self._calls(text, _SPACE.match(text, pos + 1).end(), True)  # type: ignore[union-attr]
+        return None if closed is None else (results, closed)
+
+    def _calls(self, body: str, pos: int, complete: bool) -> tuple[list[CallResult], int | None]:
+        """The calls from `body[pos]` on (after the `[` of a list), and where the `]` that closes the
+        list ends (None where none does)."""
+        if self.listed and body.startswith("]", pos):
+            return [], pos + 1
         rule = load_grammar(self.grammar, self.raw_single_quotes)["call"]
         results: list[CallResult] = []
         while True:
             try:
                 node = rule.match(body, pos)
             except ParseError:
-                if not envelope.complete:
+                if not complete:
                     results.append(Rejection(TRUNCATED, [f"the output ended inside {self.tag}"]))
                 else:
                     results.append(Rejection(INVALID_JSON, [
                         f"not a call at character {pos}: {body[pos:pos + 30]!r}"]))
-                return results
+                return results, None
             results.append(self.read_call(node))
             pos = _SPACE.match(body, node.end).end()  # type: ignore[union-attr]
             if not self.listed or pos == len(body):
-                break
+                return results, None
             if body.startswith(",", pos):
                 pos = _SPACE.match(body, pos + 1).end()  # type: ignore[union-attr]
                 if body.startswith("]", pos):
-                    return self._after_list(body, pos + 1, envelope.complete, results)
-                if pos == len(body) and not envelope.complete:
-                    break
+                    return results, pos + 1
+                if pos == len(body) and not complete:
+                    return results, None
                 continue
             if body.startswith("]", pos):
-                return self._after_list(body, pos + 1, envelope.complete, results)
+                return results, pos + 1
             results.append(Rejection(INVALID_JSON, [f"unexpected text after a call at character {pos}: "
                                                     f"{body[pos:pos + 30]!r}"]))
-            break
-        return results
+            return results, None
 
     def _lines(self, body: str, pos: int, complete: bool) -> list[CallResult]:
         """One call per non-empty line (`lines`): a line that is not one call is a rejection of its own."""
