@@ -81,10 +81,7 @@ def _known_engine_gap(fmt: str, syntax: str, text: str) -> bool:
 
 # Real renders of the tagged and message kinds that a grammar refuses, each checked to stay refused
 # (so a change shows here): what shows it and why (grammar-kinds; docs/grammars.md).
-_PYTHON_REPR = re.compile(r"[\[{]'")
 _LAYOUT_GAPS = (
-    (lambda fmt, syntax, text, choice: fmt in ("qwen3_coder", "seed_oss") and bool(_PYTHON_REPR.search(text)),
-     "object and array values printed as Python reprs: the grammar writes JSON"),
     (lambda fmt, syntax, text, choice: syntax == "lark" and fmt == "functionary_v3_2"
      and bool(re.search(r"all\n.+>>>", text)),
      "Lark: Functionary content before a call is a regex lexeme llguidance cannot end before >>>"),

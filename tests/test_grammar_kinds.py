@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import streamparse
+from streamparse.bodies.python_layout import INTEGER, NUMBER, REPR
 from streamparse.constrain.assemble import mark_special
 from streamparse.constrain.gbnf import gbnf
 from streamparse.constrain.lark import lark
@@ -54,13 +55,8 @@ CASE_FILES = ("cases.json", "cases_more.json", "cases_new_families.json", "cases
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2"}
 
 # Real renders a grammar does not write, and why (each is checked to be refused, so that a change
-# that makes the grammar write them is seen):
-# - Qwen3-Coder 2025-07-31 and Seed-OSS print object and array values as Python reprs
-#   (`{'k': None}`); the parser reads them, the grammar writes JSON (what every other template writes).
-NOT_WRITTEN = {
-    ("Qwen3-Coder-30B-A3B-Instruct-2025-07-31.jinja", "tool_call_complex_args"): "Python-repr objects",
-    ("Seed-OSS-36B-Instruct.jinja", "tool_call_complex_args"): "Python-repr objects",
-}
+# that makes the grammar write them is seen): none today.
+NOT_WRITTEN: dict[tuple[str, str], str] = {}
 
 
 def _cases(formats: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -266,6 +262,14 @@ def json_value(schema: Any, rng: random.Random) -> Any:
 _PATTERN_SAMPLES = {r"\n?": ["", "\n"], r"[1-9][0-9]{0,3}": ["1", "27"], r"-?(0|[1-9][0-9]*)": ["0", "-7", "42"],
                     r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?": ["0.75", "-3", "1e-05"],
                     r"[A-Za-z_][A-Za-z0-9_]{0,63}": ["k", "key_2"], r"[ \t\r\n]{0,16}": ["", "\n"]}
+# Python reprs (`python_layout.REPR`): strings in either quote, with the escapes `repr` writes.
+assert isinstance(REPR.strings, Alt)
+_SINGLE, _DOUBLE = (option.pattern for option in REPR.strings.options if isinstance(option, Regex))
+_PATTERN_SAMPLES.update({
+    _SINGLE: ["''", "'plain'", "'it\\'s'", "'say \"hi\"'", "'tab\\there'", "'\\x1b[0m'", "'caf\\u00e9 🚀'",
+              "'C:\\\\temp'", "'a<b'"],
+    _DOUBLE: ['""', '"it\'s"', '"two\\nlines"'],
+    INTEGER: ["0", "-7", "42"], NUMBER: ["0.75", "-3", "1e-05", "-0.0015"]})
 
 
 def sample(node: Node, rng: random.Random, special: tuple[str, ...] = ()) -> str:

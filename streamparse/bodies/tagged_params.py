@@ -59,6 +59,7 @@ from ..strict_json import json_text, strict_loads
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 from .argument_layout import enum_strings, in_order, parameters_in_order, with_definitions
+from .python_layout import python_container
 
 # How a parameter's text becomes its value: (text without framing, `string` flag or None, the
 # parameter's schema or None) -> `Typed` (the value, and its JSON text when that is the text as
@@ -119,13 +120,15 @@ class TaggedParams:
     # after `param_open`, with `{key}` and, for a dialect with a typing attribute, `{type}`, whose word
     # `type_words` gives per JSON type (`"json"`: every type not named); what closes the body before
     # the envelope's closer. `{ws}` is an optional newline: the templates write one between elements,
-    # or none (GLM-4.7). Booleans and null may be spelled as Python prints them where the dialect's
-    # templates do (`python_scalars`: `True`, `None`; the shared typing reads both spellings).
+    # or none (GLM-4.7). Non-strings may also be spelled as Python's `str()` prints them where the
+    # dialect's templates do (`python_values`: `True`, `None`, `{'k': [1, 'a']}`; the shared typing
+    # reads JSON first, then Python): offered alongside JSON in every grammar of the dialect, so that
+    # a model keeps the spelling its template taught it, whichever that was.
     head_form: str = "{name}>"
     param_form: str = "{key}>"
     tail_form: str = ""
     type_words: tuple[tuple[str, str], ...] = ()
-    python_scalars: bool = False
+    python_values: bool = False
     # The `json_element`'s head after its opener, as the template writes it (Kimi K3's ` type="object"<|sep|>`):
     # a grammar then also writes the arguments as that one element. Empty: parameters only.
     json_form: str = ""
@@ -202,11 +205,20 @@ class TaggedParams:
         others = types - {"string"}
         if others:
             value = Json(with_definitions(_without_string(schema, types), root))
-            spellings = [Lit(word) for kind, words in _PYTHON_SPELLINGS.items() if kind in others
-                         for word in words] if self.python_scalars else []
+            spellings = self._python_spellings(_without_string(schema, types), others, root) \
+                if self.python_values else []
             for kind in sorted(others):
                 out.append((self._word(kind), alt(value, *spellings)))
         return out
+
+    @staticmethod
+    def _python_spellings(schema: Any, others: set[str], root: Mapping[str, Any]) -> list[GrammarNode]:
+        """A non-string value as Python's `str()` prints it: `True`/`False`, `None`, and a list or dict
+        as its repr (`python_layout.REPR`), each only where the schema allows that type."""
+        words: list[GrammarNode] = [Lit(word) for kind, spelled in _PYTHON_SPELLINGS.items() if kind in others
+                                    for word in spelled]
+        container = python_container(schema, root) if others & {"array", "object"} else None
+        return words if container is None else [*words, container]
 
     def _word(self, kind: str) -> str | None:
         """The typing attribute's word for values of JSON type `kind`, or None without an attribute."""
