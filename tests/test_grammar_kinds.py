@@ -310,8 +310,8 @@ def test_generated_calls_are_accepted_by_the_engines_and_the_parser(fmt: str, en
 # ----------------------------------------------------------------- mutated calls
 
 
-# (No object or array: Seed-OSS's render prints them as Python reprs, which the grammar does not write.)
-_ARGUMENTS = {"title": "Sync", "duration": 45, "all_day": False, "priority": 0.5, "unit": "c", "mixed": "x"}
+_ARGUMENTS = {"title": "Sync", "duration": 45, "all_day": False, "priority": 0.5, "unit": "c",
+              "tags": ["a", "b c"], "place": {"city": "Oslo", "zip": None}, "mixed": "x"}
 
 
 def _written_call(fmt: str, arguments: dict[str, Any]) -> str:
@@ -345,6 +345,61 @@ def test_mutated_calls_are_refused(fmt: str, engine: str, mutation: str) -> None
     raw = _written_call(fmt, _ARGUMENTS)
     assert accepts(engine, grammar, raw, spec), raw
     mutated = _MUTATIONS[mutation](fmt)
+    assert mutated != raw
+    assert not accepts(engine, grammar, mutated, spec), mutated
+
+
+# ----------------------------------------------------------------- values printed by Python
+
+# The formats whose templates print non-strings with Python's `str()` (Qwen3-Coder 2025-07-31,
+# Seed-OSS): `True`, `None`, and lists and dicts as reprs; their grammars offer that beside JSON.
+PYTHON_PRINTING = ("qwen3_coder", "seed_oss")
+
+
+def _python_printed_call(fmt: str, arguments: dict[str, Any]) -> str:
+    """The envelope of a call of `create_event` as those templates write it."""
+    if fmt == "seed_oss":
+        return _written_call(fmt, arguments)  # (its render is the template's: `str()` of each value)
+    params = "".join(f"<parameter={key}>\n{value if isinstance(value, str) else repr(value)}\n</parameter>\n"
+                     for key, value in arguments.items())
+    return f"<function=create_event>\n{params}</function>"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("fmt", PYTHON_PRINTING)
+@given(rng=st.randoms(use_true_random=False))
+def test_values_printed_by_python_are_accepted_and_read_back_as_the_same_arguments(fmt: str, engine: str,
+                                                                                   rng: random.Random) -> None:
+    spec = get_format(fmt)
+    arguments = json_value(_parameters(TOOLS[0]), rng)
+    raw = _python_printed_call(fmt, arguments)
+    assert accepts(engine, envelope_grammar(spec, spec.envelopes[0], TOOLS), raw, spec), raw
+    message = streamparse.parse(raw, format=fmt, tools=TOOLS)
+    assert message.rejected == [], raw
+    assert [call.arguments for call in message.tool_calls] == [arguments], raw
+
+
+_PRINTED = {"title": "Sync", "duration": 45, "tags": ["a"], "place": {"city": "Oslo", "zip": None}}
+_PYTHON_MUTATIONS = {
+    "required key missing": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "place": {"zip": None}}),
+    "wrong item type": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "tags": ["a", 1]}),
+    "too few items": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "tags": []}),
+    "key not in the schema": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "place": {"city": "O", "x": 1}}),
+    "a tuple": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "tags": ("a",)}),
+    "a JSON word in a repr": lambda fmt: _python_printed_call(fmt, _PRINTED).replace("None}", "null}"),
+    "JSON and Python quotes mixed": lambda fmt: _python_printed_call(fmt, _PRINTED).replace("'Oslo'", "\"Oslo'"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(_PYTHON_MUTATIONS))
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("fmt", PYTHON_PRINTING)
+def test_mutated_python_printed_values_are_refused(fmt: str, engine: str, mutation: str) -> None:
+    spec = get_format(fmt)
+    grammar = envelope_grammar(spec, spec.envelopes[0], TOOLS)
+    raw = _python_printed_call(fmt, _PRINTED)
+    assert "{'city': 'Oslo', 'zip': None}" in raw and accepts(engine, grammar, raw, spec), raw
+    mutated = _PYTHON_MUTATIONS[mutation](fmt)
     assert mutated != raw
     assert not accepts(engine, grammar, mutated, spec), mutated
 
