@@ -404,6 +404,21 @@ def test_mutated_python_printed_values_are_refused(fmt: str, engine: str, mutati
     assert not accepts(engine, grammar, mutated, spec), mutated
 
 
+@pytest.mark.parametrize("fmt", ("qwen3_coder", "seed_oss", "glm45", "minimax_m2"))
+def test_an_optional_parameter_whose_schema_has_no_null_is_left_out_not_written_null(fmt: str) -> None:
+    # (The tools check forgives a null for an optional property, but these dialects type a value's
+    # text by the tool's schema, which reads `null` there as the text "null".)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "n": {"type": "integer"}, "m": {"type": ["integer", "null"]}}}}}]
+    grammar = streamparse.grammar_for(fmt, tools, tool_choice="required")
+    assert isinstance(grammar, dict)
+    for key, accepted in (("n", False), ("m", True)):
+        call = streamparse.ToolCall("call_1", "f", {key: None}, json.dumps({key: None}))
+        text = get_format(fmt).render(streamparse.Message(tool_calls=[call]))
+        assert structural_tag_accepts(grammar, text) is accepted, text
+        assert (streamparse.parse(text, format=fmt, tools=tools).rejected == []) is accepted, text
+
+
 # ----------------------------------------------------------------- what cannot be written
 
 

@@ -161,7 +161,8 @@ class TaggedParams:
         (with the typing attribute's word, where the dialect writes one), then the tail."""
         head = self._form(self.head_form, name=Lit(self._attribute(name)))
         self._check_writable("call_head", self.head_form, {"name": name})
-        elements = in_order([(seq(_GAP, self._element(key, schema, parameters)), required)
+        elements = in_order([(seq(_GAP, self._element(key, schema if required else _without_added_null(schema),
+                                                      parameters)), required)
                               for key, schema, required in parameters_in_order(parameters)])
         if self.json_element is not None and self.json_form:
             opener, closer = self.json_element
@@ -568,6 +569,20 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _GAP = Pattern(r"\n?")  # between elements: the templates write a newline, or nothing
 _INDEX = Pattern(r"[1-9][0-9]{0,3}")
 _PYTHON_SPELLINGS = {"boolean": ("True", "False"), "null": ("None",)}
+
+
+_NULL = {"type": "null"}
+
+
+def _without_added_null(schema: Any) -> Any:
+    """An optional parameter's schema without the `null` the assembly allows for it
+    (`constrain.assemble.parameters_of`: `{"anyOf": [schema, {"type": "null"}]}`, for the tools
+    check reads a null as "not given"): a parameter's text is typed by the tool's own schema, which
+    reads `null` as the text `"null"` where the schema has no null; the grammar leaves it out instead."""
+    if isinstance(schema, Mapping) and list(schema) == ["anyOf"] and isinstance(schema["anyOf"], list) \
+            and len(schema["anyOf"]) == 2 and schema["anyOf"][1] == _NULL:
+        return schema["anyOf"][0]
+    return schema
 
 
 def _without_string(schema: Any, types: set[str]) -> Any:
