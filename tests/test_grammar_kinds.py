@@ -266,7 +266,7 @@ _PATTERN_SAMPLES = {r"\n?": ["", "\n"], r"[1-9][0-9]{0,3}": ["1", "27"], r"-?(0|
 assert isinstance(REPR.strings, Alt)
 _SINGLE, _DOUBLE = (option.pattern for option in REPR.strings.options if isinstance(option, Regex))
 _PATTERN_SAMPLES.update({
-    _SINGLE: ["''", "'plain'", "'it\\'s'", "'say \"hi\"'", "'tab\\there'", "'\\x1b[0m'", "'caf\\u00e9 🚀'",
+    _SINGLE: ["''", "'plain'", "'it\\'s'", "'say \"hi\"'", "'tab\\there'", "'\\x1b[0m'", "'caf\\xe9 🚀'",
               "'C:\\\\temp'", "'a<b'"],
     _DOUBLE: ['""', '"it\'s"', '"two\\nlines"'],
     INTEGER: ["0", "-7", "42"], NUMBER: ["0.75", "-3", "1e-05", "-0.0015"]})

@@ -10,9 +10,10 @@ Two writers of Python, one grammar of its literals, each with its own `Spelling`
 
 A literal follows the schema where it names what to write: `const`/`enum`, `anyOf`/`oneOf` (as
 alternatives), `type` (one or a list), array `items` with `minItems`/`maxItems`, object `properties`
-in the schema's order (required ones once, optional ones at most once, no other key) and local
-`$ref`s to a depth of 4. Past that depth, and where the schema says nothing more (an object without
-`properties`, an array without `items`, an empty schema), any literal of that kind nested 3 deep.
+in the schema's order (required ones once, optional ones at most once, no other key) or, without
+them, `additionalProperties` for every value, and local `$ref`s to a depth of 4. Past that depth,
+and where the schema says nothing more (an object with neither, an array without `items`, an empty
+schema), any literal of that kind nested 3 deep.
 Not enforced (the tools check still rejects such a value): numeric bounds, string lengths and
 patterns, `uniqueItems`, `allOf`, and unique keys in an object the schema leaves open.
 """
@@ -34,9 +35,10 @@ _COLON = seq(Lit(":"), optional(Lit(" ")))
 INTEGER = r"-?(0|[1-9][0-9]{0,15})"
 # Exponents of at most two digits: a float literal never overflows to `inf` (not JSON data).
 NUMBER = INTEGER + r"(\.[0-9]{1,16})?([eE][-+]?[0-9]{1,2})?"
-# Python escapes as `repr` writes them (`\\x1b`, `\\u200b`), no surrogate; no raw line break or NUL,
-# which `ast` refuses inside a one-line string.
-_REPR_ESCAPE = r"\\([\"'\\nrt]|x[0-9a-fA-F]{2}|u([0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))"
+# The escapes `repr` writes for ASCII (`\\n`, `\\x1b`; not `\\u200b`, kept short: a structural tag
+# repeats the pattern wherever a string may stand); no raw line break or NUL, which `ast` refuses
+# inside a one-line string.
+_REPR_ESCAPE = r"\\([\"'\\nrt]|x[0-9a-fA-F]{2})"
 _NESTING = 3  # how deep a literal the schema leaves open may nest (the IR has no recursion)
 _REF_DEPTH = 4  # how many schema levels (references included) are followed
 
@@ -92,7 +94,7 @@ def python_literal(schema: Any, root: Any, spelling: Spelling = PYTHONIC, depth:
     if kinds == "object":
         properties = schema.get("properties")
         if not isinstance(properties, Mapping) or not properties:
-            return _any_mapping(spelling, _NESTING)
+            return _mapping(schema.get("additionalProperties"), root, spelling, depth)
         required = set(schema.get("required", ()))
         members = [(seq(_constant(key), _COLON, python_literal(sub, root, spelling, depth + 1)), key in required)
                    for key, sub in properties.items()]
@@ -159,6 +161,17 @@ def _joined(items: list[Node]) -> list[Node]:
     for position, item in enumerate(items):
         out += [COMMA, item] if position else [item]
     return out
+
+
+def _mapping(values: Any, root: Any, spelling: Spelling, depth: int) -> Node:
+    """A dict with string keys whose values follow `values` (an `additionalProperties`: a schema,
+    `False` for none, anything else for any value)."""
+    if values is False:
+        return Lit("{}")
+    if not isinstance(values, Mapping) or not values:
+        return _any_mapping(spelling, _NESTING)
+    pair = seq(spelling.strings, _COLON, python_literal(values, root, spelling, depth + 1))
+    return seq(Lit("{"), Repeat(pair, 0, None, COMMA), Lit("}"))
 
 
 def _any_literal(spelling: Spelling, depth: int) -> Node:
