@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import streamparse
+from streamparse.bodies.python_layout import INTEGER, NUMBER, REPR
 from streamparse.constrain.assemble import mark_special
 from streamparse.constrain.gbnf import gbnf
 from streamparse.constrain.lark import lark
@@ -54,13 +55,8 @@ CASE_FILES = ("cases.json", "cases_more.json", "cases_new_families.json", "cases
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2"}
 
 # Real renders a grammar does not write, and why (each is checked to be refused, so that a change
-# that makes the grammar write them is seen):
-# - Qwen3-Coder 2025-07-31 and Seed-OSS print object and array values as Python reprs
-#   (`{'k': None}`); the parser reads them, the grammar writes JSON (what every other template writes).
-NOT_WRITTEN = {
-    ("Qwen3-Coder-30B-A3B-Instruct-2025-07-31.jinja", "tool_call_complex_args"): "Python-repr objects",
-    ("Seed-OSS-36B-Instruct.jinja", "tool_call_complex_args"): "Python-repr objects",
-}
+# that makes the grammar write them is seen): none today.
+NOT_WRITTEN: dict[tuple[str, str], str] = {}
 
 
 def _cases(formats: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -280,6 +276,14 @@ def json_value(schema: Any, rng: random.Random) -> Any:
 _PATTERN_SAMPLES = {r"\n?": ["", "\n"], r"[1-9][0-9]{0,3}": ["1", "27"], r"-?(0|[1-9][0-9]*)": ["0", "-7", "42"],
                     r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?": ["0.75", "-3", "1e-05"],
                     r"[A-Za-z_][A-Za-z0-9_]{0,63}": ["k", "key_2"], r"[ \t\r\n]{0,16}": ["", "\n"]}
+# Python reprs (`python_layout.REPR`): strings in either quote, with the escapes `repr` writes.
+assert isinstance(REPR.strings, Alt)
+_SINGLE, _DOUBLE = (option.pattern for option in REPR.strings.options if isinstance(option, Regex))
+_PATTERN_SAMPLES.update({
+    _SINGLE: ["''", "'plain'", "'it\\'s'", "'say \"hi\"'", "'tab\\there'", "'\\x1b[0m'", "'caf\\xe9 🚀'",
+              "'C:\\\\temp'", "'a<b'"],
+    _DOUBLE: ['""', '"it\'s"', '"two\\nlines"'],
+    INTEGER: ["0", "-7", "42"], NUMBER: ["0.75", "-3", "1e-05", "-0.0015"]})
 
 
 def sample(node: Node, rng: random.Random, special: tuple[str, ...] = ()) -> str:
@@ -320,8 +324,8 @@ def test_generated_calls_are_accepted_by_the_engines_and_the_parser(fmt: str, en
 # ----------------------------------------------------------------- mutated calls
 
 
-# (No object or array: Seed-OSS's render prints them as Python reprs, which the grammar does not write.)
-_ARGUMENTS = {"title": "Sync", "duration": 45, "all_day": False, "priority": 0.5, "unit": "c", "mixed": "x"}
+_ARGUMENTS = {"title": "Sync", "duration": 45, "all_day": False, "priority": 0.5, "unit": "c",
+              "tags": ["a", "b c"], "place": {"city": "Oslo", "zip": None}, "mixed": "x"}
 
 
 def _written_call(fmt: str, arguments: dict[str, Any]) -> str:
@@ -357,6 +361,76 @@ def test_mutated_calls_are_refused(fmt: str, engine: str, mutation: str) -> None
     mutated = _MUTATIONS[mutation](fmt)
     assert mutated != raw
     assert not accepts(engine, grammar, mutated, spec), mutated
+
+
+# ----------------------------------------------------------------- values printed by Python
+
+# The formats whose templates print non-strings with Python's `str()` (Qwen3-Coder 2025-07-31,
+# Seed-OSS): `True`, `None`, and lists and dicts as reprs; their grammars offer that beside JSON.
+PYTHON_PRINTING = ("qwen3_coder", "seed_oss")
+
+
+def _python_printed_call(fmt: str, arguments: dict[str, Any]) -> str:
+    """The envelope of a call of `create_event` as those templates write it."""
+    if fmt == "seed_oss":
+        return _written_call(fmt, arguments)  # (its render is the template's: `str()` of each value)
+    params = "".join(f"<parameter={key}>\n{value if isinstance(value, str) else repr(value)}\n</parameter>\n"
+                     for key, value in arguments.items())
+    return f"<function=create_event>\n{params}</function>"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("fmt", PYTHON_PRINTING)
+@given(rng=st.randoms(use_true_random=False))
+def test_values_printed_by_python_are_accepted_and_read_back_as_the_same_arguments(fmt: str, engine: str,
+                                                                                   rng: random.Random) -> None:
+    spec = get_format(fmt)
+    arguments = json_value(_parameters(TOOLS[0]), rng)
+    raw = _python_printed_call(fmt, arguments)
+    assert accepts(engine, envelope_grammar(spec, spec.envelopes[0], TOOLS), raw, spec), raw
+    message = streamparse.parse(raw, format=fmt, tools=TOOLS)
+    assert message.rejected == [], raw
+    assert [call.arguments for call in message.tool_calls] == [arguments], raw
+
+
+_PRINTED = {"title": "Sync", "duration": 45, "tags": ["a"], "place": {"city": "Oslo", "zip": None}}
+_PYTHON_MUTATIONS = {
+    "required key missing": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "place": {"zip": None}}),
+    "wrong item type": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "tags": ["a", 1]}),
+    "too few items": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "tags": []}),
+    "key not in the schema": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "place": {"city": "O", "x": 1}}),
+    "a tuple": lambda fmt: _python_printed_call(fmt, {**_PRINTED, "tags": ("a",)}),
+    "a JSON word in a repr": lambda fmt: _python_printed_call(fmt, _PRINTED).replace("None}", "null}"),
+    "JSON and Python quotes mixed": lambda fmt: _python_printed_call(fmt, _PRINTED).replace("'Oslo'", "\"Oslo'"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(_PYTHON_MUTATIONS))
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("fmt", PYTHON_PRINTING)
+def test_mutated_python_printed_values_are_refused(fmt: str, engine: str, mutation: str) -> None:
+    spec = get_format(fmt)
+    grammar = envelope_grammar(spec, spec.envelopes[0], TOOLS)
+    raw = _python_printed_call(fmt, _PRINTED)
+    assert "{'city': 'Oslo', 'zip': None}" in raw and accepts(engine, grammar, raw, spec), raw
+    mutated = _PYTHON_MUTATIONS[mutation](fmt)
+    assert mutated != raw
+    assert not accepts(engine, grammar, mutated, spec), mutated
+
+
+@pytest.mark.parametrize("fmt", ("qwen3_coder", "seed_oss", "glm45", "minimax_m2"))
+def test_an_optional_parameter_whose_schema_has_no_null_is_left_out_not_written_null(fmt: str) -> None:
+    # (The tools check forgives a null for an optional property, but these dialects type a value's
+    # text by the tool's schema, which reads `null` there as the text "null".)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "n": {"type": "integer"}, "m": {"type": ["integer", "null"]}}}}}]
+    grammar = streamparse.grammar_for(fmt, tools, tool_choice="required")
+    assert isinstance(grammar, dict)
+    for key, accepted in (("n", False), ("m", True)):
+        call = streamparse.ToolCall("call_1", "f", {key: None}, json.dumps({key: None}))
+        text = get_format(fmt).render(streamparse.Message(tool_calls=[call]))
+        assert structural_tag_accepts(grammar, text) is accepted, text
+        assert (streamparse.parse(text, format=fmt, tools=tools).rejected == []) is accepted, text
 
 
 # ----------------------------------------------------------------- what cannot be written

@@ -33,7 +33,7 @@ TOOLS = [
 # One format per JSON-bodied layout: call objects, call lists, a header, a choice of kinds, pythonic.
 FORMATS = ("hermes", "nemotron", "deepseek_v3_1", "kimi_k2", "lfm2", "command_r7b")
 _BUDGET = 48  # free steps before steering to an end
-_STEER = ('"', "}", "]", ")", ">", "\n")
+_STEER = ('"', "'", "}", "]", ")", ">", "\n")
 
 
 def _allowed(matcher: Any, vocab: int) -> list[int]:
@@ -43,12 +43,12 @@ def _allowed(matcher: Any, vocab: int) -> list[int]:
     return [int(token) for token in numpy.flatnonzero(bits)]
 
 
-def generate(fmt: str, tool_choice: Any, data: st.DataObject) -> str | None:
+def generate(fmt: str, tool_choice: Any, data: st.DataObject, tools: list[dict[str, Any]] = TOOLS) -> str | None:
     """A text the format's Lark grammar allows, token by token; None if it did not end in time."""
     special = tuple(get_format(fmt).special)
     hf, lltok = tokenizer(special)
     ids = {text: hf.token_to_id(text) for text in special}
-    grammar = grammar_for(fmt, TOOLS, tool_choice=tool_choice, syntax="lark", token_ids=ids)
+    grammar = grammar_for(fmt, tools, tool_choice=tool_choice, syntax="lark", token_ids=ids)
     assert isinstance(grammar, str)
     matcher = llguidance.LLMatcher(lltok, llguidance.grammar_from("lark", grammar), log_level=0)
     eos, vocab = lltok.eos_token, lltok.vocab_size
@@ -84,3 +84,33 @@ def test_generated_text_parses_into_accepted_calls(fmt: str, required: bool, dat
         assert message.tool_calls, text
     for call in message.tool_calls:
         assert call.name in {"get_weather", "list_calendars"}
+
+
+# The tagged formats whose templates print lists and dicts with Python's `str()` (Qwen3-Coder
+# 2025-07-31, Seed-OSS): their grammars offer the repr beside JSON. (String values carry no length
+# bound: a raw or repr string is not bounded by the grammar, docs/grammars.md.)
+PYTHON_PRINTING = ("qwen3_coder", "seed_oss")
+NESTED_TOOLS = [
+    {"type": "function", "function": {"name": "plan", "parameters": {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+                       "place": {"type": "object", "properties": {"city": {"type": "string"},
+                                                                  "zip": {"type": ["integer", "null"]}},
+                                 "required": ["city"]},
+                       "steps": {"type": "array", "items": {"type": "object", "properties": {
+                           "done": {"type": "boolean"}, "cost": {"type": "number"}}}}},
+        "required": ["tags", "place"]}}},
+]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(fmt=st.sampled_from(PYTHON_PRINTING), data=st.data())
+def test_generated_nested_values_parse_into_accepted_calls(fmt: str, data: st.DataObject) -> None:
+    text = generate(fmt, "required", data, NESTED_TOOLS)
+    if text is None:
+        return
+    message = streamparse.parse(text, format=fmt, tools=NESTED_TOOLS)
+    assert message.rejected == [], (text, message.rejected)
+    assert message.tool_calls, text
+    for call in message.tool_calls:
+        assert isinstance(call.arguments["tags"], list) and isinstance(call.arguments["place"], dict), text

@@ -27,7 +27,6 @@ closes.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -44,6 +43,7 @@ from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCal
 from ..strict_json import encodable, json_text
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
+from .python_layout import COMMA, PYTHONIC, PYTHONIC_RAW, python_literal
 
 _SPACE = re.compile(r"[ \t\r\n]*")
 _OUTSIDE = re.compile(r"""["'()\[\]{}]""")
@@ -325,10 +325,10 @@ class PythonicCalls:
         required = set(parameters.get("required", ())) if isinstance(parameters, Mapping) else set()
         arguments: grammar_ir.Node = grammar_ir.EMPTY
         if isinstance(properties, Mapping) and properties:
-            raw = self.raw_single_quotes
-            members = [(grammar_ir.seq(grammar_ir.Lit(f"{key}="), python_literal(sub, parameters, raw)),
+            spelling = PYTHONIC_RAW if self.raw_single_quotes else PYTHONIC
+            members = [(grammar_ir.seq(grammar_ir.Lit(f"{key}="), python_literal(sub, parameters, spelling)),
                         key in required) for key, sub in properties.items() if key.isidentifier()]
-            arguments = grammar_ir.ordered_members(members, _COMMA)
+            arguments = grammar_ir.ordered_members(members, COMMA)
         return grammar_ir.seq(grammar_ir.Lit(f"{name}{self.name_suffix}("), arguments, grammar_ir.Lit(")"))
 
     def body_grammar(self, calls: grammar_ir.Node, many: bool) -> grammar_ir.Node:
@@ -336,7 +336,7 @@ class PythonicCalls:
         line for `lines`; then the first closer, when the envelope has one."""
         body = calls
         if self.listed and not self.lines:
-            body = grammar_ir.seq(grammar_ir.Lit("["), grammar_ir.Repeat(calls, 1, None if many else 1, _COMMA),
+            body = grammar_ir.seq(grammar_ir.Lit("["), grammar_ir.Repeat(calls, 1, None if many else 1, COMMA),
                                   grammar_ir.Lit("]"))
         elif self.lines:
             body = grammar_ir.Repeat(calls, 1, None if many else 1, grammar_ir.Lit("\n"))
@@ -460,98 +460,3 @@ class _ToEnd:
 
     def scan(self, text: str, pos: int) -> ScanResult:
         return ScanResult(len(text))
-
-
-_COMMA = grammar_ir.Regex(r", ?")
-_WORDS = ("True", "False", "None", "true", "false", "null")  # the literal reader takes JSON's words too
-_INTEGER = r"-?(0|[1-9][0-9]{0,15})"
-_NUMBER = _INTEGER + r"(\.[0-9]{1,16})?([eE][-+]?[0-9]{1,3})?"
-_DOUBLE = grammar_ir.Regex(r'"([^"\\\n]|\\["\\nrt\'])*"')
-_SINGLE = grammar_ir.Regex(r"'([^'\\\n]|\\[\"\\nrt'])*'")
-_RAW_SINGLE = grammar_ir.Regex(r"'[^']*'")  # raw: backslashes and newlines as written
-
-
-def _constant(value: Any) -> grammar_ir.Node:
-    """A JSON value as the Python literal that writes it (a string in either quote where it needs no
-    escape, else in double quotes with JSON's escapes)."""
-    if value is True or value is False or value is None:
-        return grammar_ir.Lit(repr(value))
-    if isinstance(value, str) and not any(char in value for char in "'\\\n"):  # either quote
-        return grammar_ir.alt(grammar_ir.Lit(json.dumps(value, ensure_ascii=False)), grammar_ir.Lit(f"'{value}'"))
-    if isinstance(value, (int, float, str)):
-        return grammar_ir.Lit(json.dumps(value, ensure_ascii=False))
-    if isinstance(value, list):
-        return grammar_ir.seq(grammar_ir.Lit("["), *_joined([_constant(item) for item in value]), grammar_ir.Lit("]"))
-    if isinstance(value, dict):
-        pairs = [grammar_ir.seq(grammar_ir.Lit(json.dumps(str(k)) + ": "), _constant(v)) for k, v in value.items()]
-        return grammar_ir.seq(grammar_ir.Lit("{"), *_joined(pairs), grammar_ir.Lit("}"))
-    return grammar_ir.Lit(repr(value))
-
-
-def _joined(items: list[grammar_ir.Node]) -> list[grammar_ir.Node]:
-    out: list[grammar_ir.Node] = []
-    for position, item in enumerate(items):
-        out += [grammar_ir.Lit(", "), item] if position else [item]
-    return out
-
-
-def python_literal(schema: Any, root: Any, raw_single_quotes: bool = False, depth: int = 0) -> grammar_ir.Node:
-    """The Python literal of a value valid against the JSON schema, as pythonic calls write it:
-    strings quoted either way, `True`/`False`/`None`, numbers, `[...]` lists and `{"k": v}` dicts;
-    local `$ref`s are followed to a depth of 4, past which (and for a schema saying nothing) any
-    literal nested 3 deep is allowed."""
-    strings = grammar_ir.alt(_DOUBLE, _RAW_SINGLE if raw_single_quotes else _SINGLE)
-    if depth > 4 or not isinstance(schema, Mapping) or not schema:
-        return _any_literal(strings, 3)
-    if isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#"):
-        target: Any = root
-        for step in [s for s in schema["$ref"][1:].split("/") if s]:
-            target = target.get(step.replace("~1", "/").replace("~0", "~")) if isinstance(target, Mapping) else None
-        return python_literal(target, root, raw_single_quotes, depth + 1)
-    if "const" in schema:
-        return _constant(schema["const"])
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return grammar_ir.alt(*map(_constant, schema["enum"]))
-    for word in ("anyOf", "oneOf"):
-        if isinstance(schema.get(word), list) and schema[word]:
-            return grammar_ir.alt(*(python_literal(option, root, raw_single_quotes, depth + 1)
-                                    for option in schema[word]))
-    kinds = schema.get("type")
-    if isinstance(kinds, list):
-        return grammar_ir.alt(*(python_literal({**schema, "type": kind}, root, raw_single_quotes, depth)
-                                for kind in kinds))
-    if kinds == "string":
-        return strings
-    if kinds == "integer":
-        return grammar_ir.Regex(_INTEGER)
-    if kinds == "number":
-        return grammar_ir.Regex(_NUMBER)
-    if kinds == "boolean":
-        return grammar_ir.alt(grammar_ir.Lit("True"), grammar_ir.Lit("False"))
-    if kinds == "null":
-        return grammar_ir.Lit("None")
-    if kinds == "array":
-        item = python_literal(schema.get("items", {}), root, raw_single_quotes, depth + 1)
-        least = schema.get("minItems", 0) if isinstance(schema.get("minItems", 0), int) else 0
-        most = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else None
-        items = grammar_ir.Repeat(item, least, most, _COMMA)
-        return grammar_ir.seq(grammar_ir.Lit("["), items, grammar_ir.Lit("]"))
-    if kinds == "object" and isinstance(schema.get("properties"), Mapping) and schema["properties"]:
-        required = set(schema.get("required", ()))
-        members = [(grammar_ir.seq(_constant(key), grammar_ir.Regex(r": ?"),
-                                   python_literal(sub, root, raw_single_quotes, depth + 1)), key in required)
-                   for key, sub in schema["properties"].items()]
-        return grammar_ir.seq(grammar_ir.Lit("{"), grammar_ir.ordered_members(members, _COMMA), grammar_ir.Lit("}"))
-    return _any_literal(strings, 3)
-
-
-def _any_literal(strings: grammar_ir.Node, depth: int) -> grammar_ir.Node:
-    """Any Python literal nested at most `depth` deep (the IR has no recursion)."""
-    scalar = grammar_ir.alt(strings, grammar_ir.Regex(_NUMBER), *map(grammar_ir.Lit, _WORDS))
-    if depth == 0:
-        return scalar
-    inner = _any_literal(strings, depth - 1)
-    listed = grammar_ir.seq(grammar_ir.Lit("["), grammar_ir.Repeat(inner, 0, None, _COMMA), grammar_ir.Lit("]"))
-    pair = grammar_ir.seq(strings, grammar_ir.Regex(r": ?"), inner)
-    mapping = grammar_ir.seq(grammar_ir.Lit("{"), grammar_ir.Repeat(pair, 0, None, _COMMA), grammar_ir.Lit("}"))
-    return grammar_ir.alt(scalar, listed, mapping)

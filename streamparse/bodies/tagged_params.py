@@ -59,6 +59,7 @@ from ..strict_json import json_text, strict_loads
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 from .argument_layout import enum_strings, in_order, parameters_in_order, with_definitions
+from .python_layout import python_container
 
 # How a parameter's text becomes its value: (text without framing, `string` flag or None, the
 # parameter's schema or None) -> `Typed` (the value, and its JSON text when that is the text as
@@ -119,13 +120,15 @@ class TaggedParams:
     # after `param_open`, with `{key}` and, for a dialect with a typing attribute, `{type}`, whose word
     # `type_words` gives per JSON type (`"json"`: every type not named); what closes the body before
     # the envelope's closer. `{ws}` is an optional newline: the templates write one between elements,
-    # or none (GLM-4.7). Booleans and null may be spelled as Python prints them where the dialect's
-    # templates do (`python_scalars`: `True`, `None`; the shared typing reads both spellings).
+    # or none (GLM-4.7). Non-strings may also be spelled as Python's `str()` prints them where the
+    # dialect's templates do (`python_values`: `True`, `None`, `{'k': [1, 'a']}`; the shared typing
+    # reads JSON first, then Python): offered alongside JSON in every grammar of the dialect, so that
+    # a model keeps the spelling its template taught it, whichever that was.
     head_form: str = "{name}>"
     param_form: str = "{key}>"
     tail_form: str = ""
     type_words: tuple[tuple[str, str], ...] = ()
-    python_scalars: bool = False
+    python_values: bool = False
     # The `json_element`'s head after its opener, as the template writes it (Kimi K3's ` type="object"<|sep|>`):
     # a grammar then also writes the arguments as that one element. Empty: parameters only.
     json_form: str = ""
@@ -158,7 +161,8 @@ class TaggedParams:
         (with the typing attribute's word, where the dialect writes one), then the tail."""
         head = self._form(self.head_form, name=Lit(self._attribute(name)))
         self._check_writable("call_head", self.head_form, {"name": name})
-        elements = in_order([(seq(_GAP, self._element(key, schema, parameters)), required)
+        elements = in_order([(seq(_GAP, self._element(key, schema if required else _without_added_null(schema),
+                                                      parameters)), required)
                               for key, schema, required in parameters_in_order(parameters)])
         if self.json_element is not None and self.json_form:
             opener, closer = self.json_element
@@ -202,11 +206,20 @@ class TaggedParams:
         others = types - {"string"}
         if others:
             value = Json(with_definitions(_without_string(schema, types), root))
-            spellings = [Lit(word) for kind, words in _PYTHON_SPELLINGS.items() if kind in others
-                         for word in words] if self.python_scalars else []
+            spellings = self._python_spellings(_without_string(schema, types), others, root) \
+                if self.python_values else []
             for kind in sorted(others):
                 out.append((self._word(kind), alt(value, *spellings)))
         return out
+
+    @staticmethod
+    def _python_spellings(schema: Any, others: set[str], root: Mapping[str, Any]) -> list[GrammarNode]:
+        """A non-string value as Python's `str()` prints it: `True`/`False`, `None`, and a list or dict
+        as its repr (`python_layout.REPR`), each only where the schema allows that type."""
+        words: list[GrammarNode] = [Lit(word) for kind, spelled in _PYTHON_SPELLINGS.items() if kind in others
+                                    for word in spelled]
+        container = python_container(schema, root) if others & {"array", "object"} else None
+        return words if container is None else [*words, container]
 
     def _word(self, kind: str) -> str | None:
         """The typing attribute's word for values of JSON type `kind`, or None without an attribute."""
@@ -556,6 +569,20 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _GAP = Pattern(r"\n?")  # between elements: the templates write a newline, or nothing
 _INDEX = Pattern(r"[1-9][0-9]{0,3}")
 _PYTHON_SPELLINGS = {"boolean": ("True", "False"), "null": ("None",)}
+
+
+_NULL = {"type": "null"}
+
+
+def _without_added_null(schema: Any) -> Any:
+    """An optional parameter's schema without the `null` the assembly allows for it
+    (`constrain.assemble.parameters_of`: `{"anyOf": [schema, {"type": "null"}]}`, for the tools
+    check reads a null as "not given"): a parameter's text is typed by the tool's own schema, which
+    reads `null` as the text `"null"` where the schema has no null; the grammar leaves it out instead."""
+    if isinstance(schema, Mapping) and list(schema) == ["anyOf"] and isinstance(schema["anyOf"], list) \
+            and len(schema["anyOf"]) == 2 and schema["anyOf"][1] == _NULL:
+        return schema["anyOf"][0]
+    return schema
 
 
 def _without_string(schema: Any, types: set[str]) -> Any:

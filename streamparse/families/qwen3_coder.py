@@ -27,7 +27,7 @@ BODY = TaggedParams(
     call_tag="<function=…>",
     call_close=FUNCTION_CLOSER,
     wrapper_closers=(WRAPPER_CLOSER,),
-    python_scalars=True,  # the templates print booleans and null with Python's str()
+    python_values=True,  # booleans and null printed with Python's str(), dicts and lists too (2025-07-31)
 )
 
 

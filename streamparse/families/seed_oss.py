@@ -29,7 +29,7 @@ BODY = TaggedParams(
     wrapper_closers=(BLOCK_CLOSER,),
     newline_before_next_element=True,
     end_tag_optional=True,
-    python_scalars=True,  # the template prints non-strings with Python's str()
+    python_values=True,  # the template prints non-strings with Python's str()
 )
 
 
