@@ -4,7 +4,8 @@ Starts the fake upstream of tests/upstream.py (its own process, streaming a ~2,0
 output token by token as fast as it can) and `streamparse serve` in front of it, then measures
 against the same upstream called directly:
 - latency to the first streamed token (median of sequential requests; proxy: the first chunk with
-  reasoning or content, direct: the first completion chunk with text);
+  reasoning or content, direct: the first completion chunk with text), and of the proxy's, how much
+  passed inside it, from the request's arrival to its first token (the mean its `/metrics` gives);
 - the proxy's added CPU per streamed upstream chunk (its processes' CPU time / chunks they read);
 - throughput with 64 concurrent streams (requests/s and upstream chunks/s, direct and through the proxy).
 `--workers N` runs the proxy with N processes (default 1, the single process measured before
@@ -82,6 +83,15 @@ async def _proxied(client: httpx.AsyncClient, base: str) -> tuple[float, int]:
     return first, chunks
 
 
+async def _inside(client: httpx.AsyncClient, base: str) -> tuple[float, float]:
+    """(sum, count) of the proxy's own time-to-first-token histogram, from its /metrics."""
+    text = (await client.get(base.removesuffix("/v1") + "/metrics")).text
+    found = dict(line.split(" ", 1) for line in text.splitlines()
+                 if line.startswith("streamparse_time_to_first_token_seconds_"))
+    return (float(found.get("streamparse_time_to_first_token_seconds_sum", 0)),
+            float(found.get("streamparse_time_to_first_token_seconds_count", 0)))
+
+
 async def _measure(direct_url: str, proxy_url: str, proxy_pid: int, sequential: int, concurrent: int,
                    workers: int) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrent)
@@ -90,9 +100,11 @@ async def _measure(direct_url: str, proxy_url: str, proxy_pid: int, sequential: 
             await _direct(client, direct_url)
             await _proxied(client, proxy_url)
         direct_first = [(await _direct(client, direct_url))[0] for _ in range(sequential)]
+        inside_before = await _inside(client, proxy_url)
         cpu_before = _cpu_seconds(proxy_pid)
         proxy_first = [(await _proxied(client, proxy_url))[0] for _ in range(sequential)]
         cpu = _cpu_seconds(proxy_pid) - cpu_before
+        inside_after = await _inside(client, proxy_url)
         upstream_chunks = sequential * (len(tokens(bench_output())) + 1)
 
         start = time.perf_counter()
@@ -109,6 +121,8 @@ async def _measure(direct_url: str, proxy_url: str, proxy_pid: int, sequential: 
         "ttft_direct_ms": 1000 * statistics.median(direct_first),
         "ttft_proxy_ms": 1000 * statistics.median(proxy_first),
         "ttft_added_ms": 1000 * (statistics.median(proxy_first) - statistics.median(direct_first)),
+        "ttft_inside_proxy_ms": 1000 * (inside_after[0] - inside_before[0])
+        / max(inside_after[1] - inside_before[1], 1),
         "proxy_cpu_us_per_chunk": 1e6 * cpu / upstream_chunks,
         "concurrent_streams": concurrent,
         "direct_streams_per_s": concurrent / direct_wall,
@@ -150,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"streamparse serve ({opts.workers} worker{'s' * (opts.workers > 1)}) vs the upstream called directly "
           f"({result['output_chars']} characters, {result['upstream_chunks_per_stream']} upstream chunks per stream)")
     print(f"  time to first token: direct {result['ttft_direct_ms']:.2f} ms, proxy {result['ttft_proxy_ms']:.2f} ms, "
-          f"added {result['ttft_added_ms']:.2f} ms (median of {opts.requests})")
+          f"added {result['ttft_added_ms']:.2f} ms (median of {opts.requests}); inside the proxy, from the "
+          f"request's arrival to its first token: {result['ttft_inside_proxy_ms']:.2f} ms (mean)")
     print(f"  proxy CPU per upstream chunk: {result['proxy_cpu_us_per_chunk']:.0f} µs")
     print(f"  {opts.concurrent} concurrent streams: direct {result['direct_streams_per_s']:.1f} streams/s "
           f"({result['direct_chunks_per_s']:.0f} chunks/s), proxy {result['proxy_streams_per_s']:.1f} streams/s "
