@@ -205,6 +205,9 @@ class JsonCall:
     # The body is call objects separated by whitespace, no brackets or commas (MiniMax M1), each read
     # on its own: a broken one is `invalid_json`, its text running to the next `{` that starts a line.
     separated: bool = False
+    # Where no closer ends the value (`end_at_value`): what usually follows it, the next call's opener
+    # (`JsonAwareScanner`'s `ends_before`: where its strict read is tried up to first).
+    ends_before: tuple[str, ...] = ()
 
     @property
     def value_reader(self) -> ValueReader:
@@ -212,7 +215,8 @@ class JsonCall:
         return objects_in_a_row if self.end_at_value and not self.call_list else call_objects
 
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=self.value_reader)
+        return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=self.value_reader,
+                                ends_before=self.ends_before)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonObjectCallStreamer:
         return JsonObjectCallStreamer(self, marks_of(scanner, MEMBERS))
