@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import ids
 
 import streamparse
 from streamparse import Delta, StreamParser, parse
+from streamparse.spec import openai_id
 
 CALL = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
 
@@ -84,6 +87,26 @@ def test_default_ids_are_openai_shaped_and_unique() -> None:
     msg = parse(CALL * 3)
     assert all(re.fullmatch(r"call_[A-Za-z0-9]{24}", c.id) for c in msg.tool_calls)
     assert len({c.id for c in msg.tool_calls}) == 3
+
+
+def test_default_ids_drawn_in_batches_stay_unique_across_threads_and_a_forked_child() -> None:
+    # `spec.random_id` reads the symbols of many ids at once: each is handed out once, in any thread,
+    # and a forked child draws its own instead of the ones its parent still holds.
+    with ThreadPoolExecutor(4) as pool:
+        drawn = list(pool.map(openai_id, range(2000)))
+    assert len(set(drawn)) == len(drawn) and all(re.fullmatch(r"call_[A-Za-z0-9]{24}", one) for one in drawn)
+    openai_id(0)  # the batch now holds ids the parent has not given out
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child)
+        os.write(write, "".join(openai_id(k) for k in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        theirs = pipe.read()
+    ours = "".join(openai_id(k) for k in range(3))
+    assert len(theirs) == len(ours) == 3 * 29 and theirs != ours
 
 
 def test_id_factory_makes_ids_deterministic_and_a_model_id_is_kept_where_the_format_has_ids() -> None:
