@@ -125,26 +125,36 @@ def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:
 
 
 def call_from_members(members: list[tuple[str, Any, str]], name_keys: tuple[str, ...] = ("name",),
-                      argument_keys: tuple[str, ...] = ARGUMENT_KEYS) -> CallResult:
+                      argument_keys: tuple[str, ...] = ARGUMENT_KEYS, call_id: str | None = None) -> CallResult:
     """A call from the members of its JSON object: `(key, value, raw value text)` in order. The
-    name is the first member under one of `name_keys`, the arguments the one under `argument_keys`.
+    name is the first member under one of `name_keys`, the arguments the one under `argument_keys`;
+    `call_id` is the id the body kind read (by its own keys).
 
-    A member written twice rejects the call: which one the model meant is unclear, and a stream
-    that already sent the first could not take it back."""
+    A member written twice, or two argument keys, reject the call: which one the model meant is
+    unclear, and a stream that already sent the first could not take it back."""
     fields = {key: (value, raw) for key, value, raw in members}
+    present = [key for key in argument_keys if key in fields]
+    if len(present) > 1:
+        return Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and {present[1]!r}; "
+                                        "which one holds the arguments is unclear"])
     if len(fields) < len(members):
         seen: set[str] = set()
         twice = next(key for key, _, _ in members if key in seen or seen.add(key))  # type: ignore[func-returns-value]
         return Rejection(INVALID_JSON, [f"$: the call object has {twice!r} more than once"])
-    name = next((value for key, value, _ in members if key in name_keys), None)
+    name = first_under(members, name_keys)
     if not isinstance(name, str) or not name.strip():
         return Rejection(INVALID_JSON, [f'$.{name_keys[0]}: the call object has no "{name_keys[0]}" string'])
-    call_id = fields.get("id", (None, ""))[0]
-    key = next((k for k in argument_keys if k in fields), None)
-    if key is None:
-        arguments: tuple[dict[str, Any], str] | str = ({}, "{}")
-    else:
-        arguments = arguments_of(*fields[key])
+    if not present:
+        return ParsedCall(name, {}, "{}", call_id)
+    arguments = arguments_of(*fields[present[0]])
     if isinstance(arguments, str):
-        return Rejection(INVALID_JSON, [f"$.{key}: {arguments}"], name=name.strip())
-    return ParsedCall(name, arguments[0], arguments[1], call_id if isinstance(call_id, str) else None)
+        return Rejection(INVALID_JSON, [f"$.{present[0]}: {arguments}"], name=name.strip())
+    return ParsedCall(name, arguments[0], arguments[1], call_id)
+
+
+def first_under(members: list[tuple[str, Any, str]], keys: tuple[str, ...]) -> Any:
+    """The value of the first member under one of `keys`, or None."""
+    for key, value, _ in members:
+        if key in keys:
+            return value
+    return None

@@ -43,7 +43,15 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
 from .. import grammar_ir
-from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, members_of, object_members
+from ..calls import (
+    ARGUMENT_KEYS,
+    arguments_of,
+    call_from_members,
+    first_under,
+    json_problem,
+    members_of,
+    object_members,
+)
 from ..grammar import ValueNode, load_grammar, rule_regex
 from ..grammar_ir import SPACE, Json, Lit, Repeat, alt, any_of, exact_object, seq
 from ..json_reader import broken_before_end
@@ -130,18 +138,12 @@ def call_of(members: list[Member], id_keys: tuple[str, ...], name_keys: tuple[st
     keeps the model's id too, so that ids stay unique the same way in both emit modes."""
     written = next(((v, raw) for k, v, raw in members if k in id_keys), None) if id_keys else None
     call_id = written_id(written, numeric_ids)
-    keys = [k for k, _, _ in members]
-    present = [key for key in argument_keys if key in keys]
-    if len(present) > 1:
-        result: CallResult = Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and "
-                                                      f"{present[1]!r}; which one holds the arguments is unclear"])
-    else:
-        result = call_from_members(members, name_keys, argument_keys)
-    if isinstance(result, Rejection):
-        name = next((v for k, v, _ in members if k in name_keys), None)
-        named = isinstance(name, str) and bool(name.strip())
-        return replace(result, id=call_id) if named and call_id is not None else result
-    return result if result.id == call_id else replace(result, id=call_id)
+    result = call_from_members(members, name_keys, argument_keys, call_id)
+    if call_id is not None and isinstance(result, Rejection) and result.id != call_id:
+        name = first_under(members, name_keys)
+        if isinstance(name, str) and name.strip():
+            return replace(result, id=call_id)
+    return result
 
 
 def call_named_by_key(members: list[Member]) -> CallResult:
