@@ -198,6 +198,15 @@ def _outside_pattern(strings: tuple[str, ...], structure: str = _STRUCTURE) -> r
     return re.compile("|".join([structure, *(re.escape(d) for d in strings)]))
 
 
+@lru_cache(maxsize=256)
+def _json_scanner_parts(closers: tuple[str, ...], stops: tuple[str, ...]) -> tuple[
+        frozenset[str], Delimiters, re.Pattern[str]]:
+    """A `JsonAwareScanner`'s closers, delimiters and outside-strings pattern, built once per
+    closers and stops (a scanner is made per envelope)."""
+    delimiters = delimiters_of((*closers, *stops))
+    return frozenset(closers), delimiters, _outside_pattern(delimiters.strings)
+
+
 class JsonAwareScanner:
     """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings,
     or, with `end_at_value`, where the first top-level JSON value ends (its brackets balance).
@@ -227,12 +236,10 @@ class JsonAwareScanner:
 
     def __init__(self, closers: Iterable[str], stops: Iterable[str] = (), end_at_value: bool = False,
                  read: ValueReader | None = None, ends_before: tuple[str, ...] = ()) -> None:
-        self._closers = frozenset(closers)
-        self._delimiters = delimiters_of((*self._closers, *stops))
+        self._closers, self._delimiters, self._outside = _json_scanner_parts(tuple(closers), tuple(stops))
         self._ends_before = delimiters_of(ends_before) if ends_before else None
         # Granite's `<|tool_call|>[…]`, Llama 3's bare call objects: what follows is the region's.
         self._end_at_value = end_at_value
-        self._outside = _outside_pattern(self._delimiters.strings)
         self._members = self._outside  # the pattern where `:` and `,` are recorded too
         self._depth = 0
         self._in_string = False
