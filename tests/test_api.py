@@ -14,6 +14,7 @@ from conftest import ids
 
 import streamparse
 from streamparse import Delta, StreamParser, parse
+from streamparse.engine import regions, settle
 from streamparse.spec import openai_id
 
 CALL = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
@@ -147,3 +148,25 @@ def test_the_testing_module_says_how_to_get_hypothesis_when_missing() -> None:
             "try:\n    import streamparse.testing\nexcept ImportError as e:\n    print(e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "pip install 'streamparse[test]'" in out
+
+
+def test_parse_makes_no_deltas_and_gives_the_streamed_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nobody reads the deltas of parse()'s one feed: none are made; the message is the stream's.
+    text = "<think>r</think>Hi " + CALL + " and " + CALL
+    streamed = StreamParser()
+    deltas = [*streamed.feed(text), *streamed.close()]
+    assert any(delta.tool_calls for delta in deltas) and any(delta.content for delta in deltas)
+    made: list[object] = []
+
+    def counted(*args: object, **named: object) -> Delta:
+        made.append(args)
+        return Delta(*args, **named)  # type: ignore[arg-type]
+    monkeypatch.setattr(regions, "Delta", counted)
+    monkeypatch.setattr(settle, "Delta", counted)
+    message = parse(text, id_factory=ids)
+    assert made == []
+    assert (message.content, message.reasoning, [(c.name, c.arguments_json) for c in message.tool_calls]) == (
+        streamed.message.content, streamed.message.reasoning,
+        [(c.name, c.arguments_json) for c in streamed.message.tool_calls])
+    StreamParser().feed(text)
+    assert made  # a stream still makes them
