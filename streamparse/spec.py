@@ -72,9 +72,9 @@ def reasoning_block(message: Message, tags: tuple[str, str] = ("<think>", "</thi
 openai_id = random_id("call_", 24)
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: one is made per envelope, and a frozen one's fields cost three times as much to set
 class Envelope:
-    """The text of one call envelope, as the engine cut it out of the stream."""
+    """The text of one call envelope, as the engine cut it out of the stream (not changed once made)."""
 
     opener: str
     body: str
@@ -96,9 +96,9 @@ class Envelope:
         return found
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: one is made per call (as `Envelope`)
 class ParsedCall:
-    """A call the grammar read; the engine still checks it against the tools."""
+    """A call the grammar read; the engine still checks it against the tools (not changed once made)."""
 
     name: str
     arguments: dict[str, Any]
