@@ -108,6 +108,22 @@ def test_a_list_element_that_holds_the_next_one_s_opening_is_read_whole(
     assert not message.rejected
 
 
+@pytest.mark.parametrize("separators", [[", ", ","], [",", ", "], ["\n,\n", ", "]])
+def test_list_elements_written_with_other_spacing_are_each_read_once(
+        separators: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The separator `json.dumps` writes is looked for first; where an earlier one is spaced another
+    # way, the guess spans two elements, its strict read refuses it, and the list is read whole.
+    calls = [{"name": f"f{k}", "arguments": {"k": k, "text": "y" * 300}} for k in range(3)]
+    text = "<|tool_call|>[" + "".join(json.dumps(call) + separator for call, separator in zip(
+        calls, [*separators, ""], strict=True)) + "]"
+    counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER, json_reader.DECODER)
+    message = parse(text, "granite")
+    assert [(call.name, call.arguments) for call in message.tool_calls] == [
+        (call["name"], call["arguments"]) for call in calls]
+    if separators[0] == ", ":  # each element guessed right: read once
+        assert counted.read == sum(len(json.dumps(call)) for call in calls)
+
+
 @pytest.mark.parametrize("fmt", ["granite", "nemotron"])
 @pytest.mark.parametrize("bad", [0, 1, 2])
 def test_a_list_element_with_a_number_too_large_for_a_double_breaks_the_list_there(fmt: str, bad: int) -> None:

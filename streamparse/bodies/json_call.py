@@ -501,20 +501,23 @@ def _guessed_elements(text: str, pos: int, limit: int) -> tuple[Read, int] | Non
     slice read whole is the element), and the separators by the search; None at the first wrong
     guess (a nested object that looks like the next element, another first key, text after the
     list) or refusal. Cost: one strict jiter pass per element, a search per element for where it
-    may end (C speed) instead of a second pass over each element but the last, and one search of
-    the list's text for a number that could overflow."""
+    may end (C speed; first for the separator as `json.dumps` writes it, `}, {KEY:`, a plain string
+    search, and only where it is not there for any spacing) instead of a second pass over each
+    element but the last, and one search of the list's text for a number that could overflow."""
     at = _skip_space(text, pos + 1)
     key = _first_key(text, at) if text.startswith("{", at) else None
     if key is None:
         return None
     after = _next_element(key)
+    written = "}, {" + key + ":"
     closer = space_back(text, at, limit) - 1
     if not text.startswith("]", closer):
         return None
     read: Read = {}
     elements = []
     while True:
-        found = after.search(text, at, closer)
+        usual = text.find(written, at, closer)
+        found = after.match(text, usual) if usual >= 0 else after.search(text, at, closer)
         stop = space_back(text, at, closer) if found is None else found.start() + 1
         try:
             element = decode_exact(text, at, stop, overflow_checked=True)
