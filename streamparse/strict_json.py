@@ -111,9 +111,10 @@ def decode_exact(text: str, start: int, end: int, keys_checked: bool = False, ov
     jiter leaves, a number that overflows a double, is checked here (`overflows`), unless
     `overflow_checked` (the caller checks the text around it once, as for a call list's elements).
     With `keys_checked` (a strict pass already read this very value whole), keys are not checked
-    again (a third of jiter's cost)."""
+    again (a third of jiter's cost). Only keys go through jiter's string cache: argument values
+    are mostly new strings, and caching them cost a tenth of the read of a many-valued object."""
     data = text[start:end].encode()  # a raw lone surrogate: UnicodeEncodeError, a ValueError
-    value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=not keys_checked)
+    value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=not keys_checked, cache_mode="keys")
     if not overflow_checked and _overflows(value, data):
         raise ValueError("a number too large for a double")
     return value
