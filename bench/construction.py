@@ -143,21 +143,29 @@ def construction(counts: tuple[int, ...], reps: int) -> None:
 
 
 def short_parse(reps: int) -> None:
+    """The common case of an agent loop: a short completion with two calls. Every way is timed in
+    turn with transformers' `parse_response` (`alternated`): the load of a shared machine changes
+    faster than one way's rounds take, and the ratio is what to read."""
     tools = BENCH_TOOLS[1:]
     text = ('<think>\nThe user wants the file written and tested.\n</think>\n\nWriting it now.\n<tool_call>\n'
             '{"name": "write_file", "arguments": {"path": "a.py", "content": "print(1)\\n"}}\n</tool_call>\n'
             '<tool_call>\n{"name": "run_tests", "arguments": {"targets": ["tests/test_a.py"]}}\n</tool_call>')
     compiled = Tools(tools)
-    none = best(lambda: streamparse.parse(text, "hermes"), reps)
-    listed = best(lambda: streamparse.parse(text, "hermes", tools=json.loads(json.dumps(tools))), reps)
-    shared = best(lambda: streamparse.parse(text, "hermes", tools=compiled), reps)
-    line = (f"parse() of a short hermes completion ({len(text)} chars, 2 calls): no tools {none * 1000:.3f} ms, "
-            f"2 tools as a fresh list {listed * 1000:.3f} ms, as Tools {shared * 1000:.3f} ms")
     peer = load_peer()
     template = load_template(peer, "hermes") if peer is not None else None
+    runs: list[Callable[[], object]] = [
+        lambda: streamparse.parse(text, "hermes"),
+        lambda: streamparse.parse(text, "hermes", tools=json.loads(json.dumps(tools))),
+        lambda: streamparse.parse(text, "hermes", tools=compiled),
+    ]
     if peer is not None and template is not None:
-        theirs = best(lambda: peer.parse_response(text, template, prefix=""), reps)
-        line += f"; transformers parse_response {theirs * 1000:.3f} ms"
+        runs.append(lambda: peer.parse_response(text, template, prefix=""))
+    settle()  # as in `outputs`
+    none, listed, shared, *theirs = alternated(runs, reps)
+    line = (f"parse() of a short hermes completion ({len(text)} chars, 2 calls): no tools {none * 1000:.3f} ms, "
+            f"2 tools as a fresh list {listed * 1000:.3f} ms, as Tools {shared * 1000:.3f} ms")
+    if theirs:
+        line += f"; transformers parse_response {theirs[0] * 1000:.3f} ms = {theirs[0] / shared:.2f}x of Tools"
     print(line)
 
 

@@ -26,10 +26,7 @@ def parse(
     """The message a finished output encodes: the streaming engine fed the whole text at once."""
     if not isinstance(text, (str, bytes, bytearray, list, tuple)):
         raise TypeError(f"parse() takes the output as str, bytes or a list of Tokens, got {type(text).__name__}")
-    parser = StreamParser(format, tools, thinking_forced_open, **options)
-    parser.feed(text)
-    parser.close()
-    return parser.message
+    return StreamParser(format, tools, thinking_forced_open, **options)._parse(text)
 
 
 def stream(

@@ -12,9 +12,7 @@ from .strict_json import DECODER, LENIENT_DECODER, NotStrictJSON, space_back, st
 from .types import INVALID_JSON
 
 ARGUMENT_KEYS = ("arguments", "parameters")
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
 _COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
-_AFTER_MEMBER = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 
 
 def object_members(text: str, pos: int, limit: int | None = None) -> tuple[list[tuple[str, Any, str]], int] | None:
@@ -36,15 +34,21 @@ def object_members(text: str, pos: int, limit: int | None = None) -> tuple[list[
 
 def members_of(text: str, pos: int, end: int, value: dict[str, Any]) -> list[tuple[str, Any, str]]:
     """`(key, value, raw value text)` of each member of the object `text[pos:end]`, which jiter read
-    as `value` (strict JSON, no key twice). Keys are read by the C string scanner, strings and
+    as `value` (strict JSON, no key twice). A key, with the `{` or `,` and the `:` around it, is
+    one regex match where it has no escapes (else read by the C string scanner); strings and
     scalars are stepped over; a container's end is the object's own end when it is the last member,
     is found walking back over the scalar members after it, and only otherwise by the C decoder."""
     members: list[tuple[str, Any, str]] = []
     count = len(value)
-    pos = _JSON_SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+    key_at = _FIRST_KEY
     for index in range(count):
-        key, pos = _scanstring(text, pos + 1, True)
-        start = _COLON.match(text, pos).end()  # type: ignore[union-attr]
+        found = key_at.match(text, pos)
+        if found is not None:
+            key, start = found.group(1), found.end()
+        else:  # a key with escapes
+            key, pos = _scanstring(text, _KEY_START.match(text, pos).end(), True)  # type: ignore[union-attr]
+            start = _COLON.match(text, pos).end()  # type: ignore[union-attr]
+        key_at = _NEXT_KEY
         item = value[key]
         if index == count - 1:
             stop = space_back(text, start, end - 1)
@@ -57,10 +61,15 @@ def members_of(text: str, pos: int, end: int, value: dict[str, Any]) -> list[tup
         else:
             stop = LENIENT_DECODER.raw_decode(text, start)[1]
         members.append((key, item, text[start:stop]))
-        pos = _AFTER_MEMBER.match(text, stop).end()  # type: ignore[union-attr]
+        pos = stop
     return members
 
 
+# A member's key with what leads to it (the object's `{`, or the `,` after the member before) and
+# the `:` after it, when the key has no escapes (its text is then the key); else where it opens.
+_FIRST_KEY = re.compile(r'\{[ \t\n\r]*"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*')
+_NEXT_KEY = re.compile(r'[ \t\n\r]*,[ \t\n\r]*"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*')
+_KEY_START = re.compile(r'[ \t\n\r]*[{,][ \t\n\r]*"')
 _SCALAR = re.compile(r"[-+.0-9eE]+|true|false|null")
 _SCALAR_CHARS = frozenset("-+.0123456789eEtruefalsn")
 
@@ -125,26 +134,36 @@ def arguments_of(value: Any, raw: str) -> tuple[dict[str, Any], str] | str:
 
 
 def call_from_members(members: list[tuple[str, Any, str]], name_keys: tuple[str, ...] = ("name",),
-                      argument_keys: tuple[str, ...] = ARGUMENT_KEYS) -> CallResult:
+                      argument_keys: tuple[str, ...] = ARGUMENT_KEYS, call_id: str | None = None) -> CallResult:
     """A call from the members of its JSON object: `(key, value, raw value text)` in order. The
-    name is the first member under one of `name_keys`, the arguments the one under `argument_keys`.
+    name is the first member under one of `name_keys`, the arguments the one under `argument_keys`;
+    `call_id` is the id the body kind read (by its own keys).
 
-    A member written twice rejects the call: which one the model meant is unclear, and a stream
-    that already sent the first could not take it back."""
+    A member written twice, or two argument keys, reject the call: which one the model meant is
+    unclear, and a stream that already sent the first could not take it back."""
     fields = {key: (value, raw) for key, value, raw in members}
+    present = [key for key in argument_keys if key in fields]
+    if len(present) > 1:
+        return Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and {present[1]!r}; "
+                                        "which one holds the arguments is unclear"])
     if len(fields) < len(members):
         seen: set[str] = set()
         twice = next(key for key, _, _ in members if key in seen or seen.add(key))  # type: ignore[func-returns-value]
         return Rejection(INVALID_JSON, [f"$: the call object has {twice!r} more than once"])
-    name = next((value for key, value, _ in members if key in name_keys), None)
+    name = first_under(members, name_keys)
     if not isinstance(name, str) or not name.strip():
         return Rejection(INVALID_JSON, [f'$.{name_keys[0]}: the call object has no "{name_keys[0]}" string'])
-    call_id = fields.get("id", (None, ""))[0]
-    key = next((k for k in argument_keys if k in fields), None)
-    if key is None:
-        arguments: tuple[dict[str, Any], str] | str = ({}, "{}")
-    else:
-        arguments = arguments_of(*fields[key])
+    if not present:
+        return ParsedCall(name, {}, "{}", call_id)
+    arguments = arguments_of(*fields[present[0]])
     if isinstance(arguments, str):
-        return Rejection(INVALID_JSON, [f"$.{key}: {arguments}"], name=name.strip())
-    return ParsedCall(name, arguments[0], arguments[1], call_id if isinstance(call_id, str) else None)
+        return Rejection(INVALID_JSON, [f"$.{present[0]}: {arguments}"], name=name.strip())
+    return ParsedCall(name, arguments[0], arguments[1], call_id)
+
+
+def first_under(members: list[tuple[str, Any, str]], keys: tuple[str, ...]) -> Any:
+    """The value of the first member under one of `keys`, or None."""
+    for key, value, _ in members:
+        if key in keys:
+            return value
+    return None

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
-from .validation import compiled_tools
+from .validation import Tools, compiled_tools
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # noqa: F401  (used by the entry points' signatures)
@@ -107,10 +107,25 @@ OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Options))
 _KEYWORDS = frozenset(OptionFields.__annotations__)
 
 
+# The last `Options` made from a format, a compiled `Tools` (or none) and `thinking_forced_open`
+# alone: an agent loop's requests repeat them, and frozen options can be shared (checking and
+# building ten fields cost a short parse more than its schema checks). A list of tools is not
+# kept: it could change between calls.
+_LAST_PLAIN: list[tuple[str, Tools | None, bool, Options] | None] = [None]
+
+
 def make_options(format: str, tools: ToolsLike, thinking_forced_open: bool, options: Mapping[str, Any]) -> Options:
     """The entry points' arguments as one checked `Options`; an unknown keyword is a `TypeError` naming it."""
-    unknown = sorted(set(options) - _KEYWORDS) if options else None
-    if unknown:
-        raise TypeError(f"unknown option {', '.join(map(repr, unknown))}; the options are: "
-                        f"{', '.join(OPTION_NAMES)}")
+    if options:
+        unknown = sorted(set(options) - _KEYWORDS)
+        if unknown:
+            raise TypeError(f"unknown option {', '.join(map(repr, unknown))}; the options are: "
+                            f"{', '.join(OPTION_NAMES)}")
+    elif tools is None or tools.__class__ is Tools:
+        last = _LAST_PLAIN[0]
+        if last is not None and last[1] is tools and last[2] is thinking_forced_open and last[0] == format:
+            return last[3]
+        made = Options(format, tools, thinking_forced_open)
+        _LAST_PLAIN[0] = (format, tools, thinking_forced_open, made)
+        return made
     return Options(format, tools, thinking_forced_open, **options)

@@ -198,6 +198,15 @@ def _outside_pattern(strings: tuple[str, ...], structure: str = _STRUCTURE) -> r
     return re.compile("|".join([structure, *(re.escape(d) for d in strings)]))
 
 
+@lru_cache(maxsize=256)
+def _json_scanner_parts(closers: tuple[str, ...], stops: tuple[str, ...]) -> tuple[
+        frozenset[str], Delimiters, re.Pattern[str]]:
+    """A `JsonAwareScanner`'s closers, delimiters and outside-strings pattern, built once per
+    closers and stops (a scanner is made per envelope)."""
+    delimiters = delimiters_of((*closers, *stops))
+    return frozenset(closers), delimiters, _outside_pattern(delimiters.strings)
+
+
 class JsonAwareScanner:
     """Ends at the first closer (consumed) or stop (left for the enclosing region) outside JSON strings,
     or, with `end_at_value`, where the first top-level JSON value ends (its brackets balance).
@@ -218,15 +227,19 @@ class JsonAwareScanner:
     Down to the depth recorded the walk also stops at `:` and `,`; complete top-level values are
     still skipped when only their brackets are recorded (`TOP`). Text given to the streamer that
     the scanner held back (a delimiter's prefix, at the end of the output) has no marks: the
-    output ended inside the envelope, and the call is cut off."""
+    output ended inside the envelope, and the call is cut off.
+
+    `ends_before`: strings a skimmed value is expected to end before where no closer or stop is in
+    view (GigaChat's next call opener): the reader's strict pass is tried up to the first one, so
+    that it does not take the rest of the output (and then a second pass) for a value that ended
+    long before. Only a guess: a value that holds one in a string is read whole all the same."""
 
     def __init__(self, closers: Iterable[str], stops: Iterable[str] = (), end_at_value: bool = False,
-                 read: ValueReader | None = None) -> None:
-        self._closers = frozenset(closers)
-        self._delimiters = delimiters_of((*self._closers, *stops))
+                 read: ValueReader | None = None, ends_before: tuple[str, ...] = ()) -> None:
+        self._closers, self._delimiters, self._outside = _json_scanner_parts(tuple(closers), tuple(stops))
+        self._ends_before = delimiters_of(ends_before) if ends_before else None
         # Granite's `<|tool_call|>[…]`, Llama 3's bare call objects: what follows is the region's.
         self._end_at_value = end_at_value
-        self._outside = _outside_pattern(self._delimiters.strings)
         self._members = self._outside  # the pattern where `:` and `,` are recorded too
         self._depth = 0
         self._in_string = False
@@ -317,6 +330,8 @@ class JsonAwareScanner:
         reader when it can (what it read is kept in `decoded`), else only its end found."""
         if self._read is not None:
             found = self._delimiters.search(text, pos)  # the value's end, when nothing but space is between
+            if found is None and self._ends_before is not None:
+                found = self._ends_before.search(text, pos)
             decoded = read_value(self._read, text, pos, len(text) if found is None else found.start())
             if decoded is not None:
                 self.decoded = decoded

@@ -8,8 +8,10 @@ visitor), and how a message is written back (`render`).
 
 from __future__ import annotations
 
+import os
 import secrets
 import string
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -25,14 +27,38 @@ _TO_SYMBOL = bytes((_ALPHANUMERIC[b % 62] if b < 248 else "?").encode()[0] for b
 _UNEVEN = bytes(range(248, 256))
 
 
+# Ids a factory draws from one read of the system's randomness; each process draws its own (the
+# ids a parent drew and had not given out are dropped in a forked child).
+_IDS_PER_READ = 64
+_UNUSED_IDS: list[deque[str]] = []
+
+
+def _drop_unused_ids() -> None:
+    for ready in _UNUSED_IDS:
+        ready.clear()
+
+
+os.register_at_fork(after_in_child=_drop_unused_ids)
+
+
 def random_id(prefix: str, length: int) -> Callable[[int], str]:
-    """An id factory: `prefix` and `length` random alphanumerics (the ordinal is not used)."""
+    """An id factory: `prefix` and `length` random alphanumerics (the ordinal is not used). The
+    symbols of `_IDS_PER_READ` ids are read at once (a system call per id cost a call's parse
+    more than its schema check); `deque.popleft` hands each out once, also across threads."""
+    ready: deque[str] = deque()
+    _UNUSED_IDS.append(ready)
+    batch = length * _IDS_PER_READ
 
     def make(ordinal: int) -> str:
-        symbols = b""
-        while len(symbols) < length:  # one read of the system's randomness, almost always
-            symbols += secrets.token_bytes(length + 8).translate(_TO_SYMBOL, _UNEVEN)
-        return prefix + symbols[:length].decode("ascii")
+        while True:
+            try:
+                return ready.popleft()
+            except IndexError:  # empty (or emptied by another thread meanwhile): draw the next ids
+                symbols = b""
+                while len(symbols) < batch:  # one read of the system's randomness, almost always
+                    symbols += secrets.token_bytes(batch + batch // 16 + 8).translate(_TO_SYMBOL, _UNEVEN)
+                text = symbols[:batch].decode("ascii")
+                ready.extend([prefix + text[at:at + length] for at in range(0, batch, length)])
 
     return make
 
@@ -46,9 +72,9 @@ def reasoning_block(message: Message, tags: tuple[str, str] = ("<think>", "</thi
 openai_id = random_id("call_", 24)
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: one is made per envelope, and a frozen one's fields cost three times as much to set
 class Envelope:
-    """The text of one call envelope, as the engine cut it out of the stream."""
+    """The text of one call envelope, as the engine cut it out of the stream (not changed once made)."""
 
     opener: str
     body: str
@@ -70,9 +96,9 @@ class Envelope:
         return found
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: one is made per call (as `Envelope`)
 class ParsedCall:
-    """A call the grammar read; the engine still checks it against the tools."""
+    """A call the grammar read; the engine still checks it against the tools (not changed once made)."""
 
     name: str
     arguments: dict[str, Any]

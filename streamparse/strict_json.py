@@ -111,10 +111,11 @@ def decode_exact(text: str, start: int, end: int, keys_checked: bool = False, ov
     jiter leaves, a number that overflows a double, is checked here (`overflows`), unless
     `overflow_checked` (the caller checks the text around it once, as for a call list's elements).
     With `keys_checked` (a strict pass already read this very value whole), keys are not checked
-    again (a third of jiter's cost)."""
+    again (a third of jiter's cost). Only keys go through jiter's string cache: argument values
+    are mostly new strings, and caching them cost a tenth of the read of a many-valued object."""
     data = text[start:end].encode()  # a raw lone surrogate: UnicodeEncodeError, a ValueError
-    value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=not keys_checked)
-    if not overflow_checked and overflows(value, text, start, end):
+    value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=not keys_checked, cache_mode="keys")
+    if not overflow_checked and _overflows(value, data):
         raise ValueError("a number too large for a double")
     return value
 
@@ -126,7 +127,7 @@ def decode_exact(text: str, start: int, end: int, keys_checked: bool = False, ov
 _SHAPES = bytes(ord("0") if b in b"0123456789" else ord("e") if b in b"eE" else ord(" ") for b in range(256))
 _EXPONENT, _DIGIT_RUN = b"0e000", b"0" * 200
 _WALK_BUDGET = 16  # values looked at before the text is searched instead
-_SHORT = 1024  # characters of text searched rather than walked at all
+_SHORT = 1024  # bytes of text searched rather than walked at all
 
 
 def overflows(value: Any, text: str, start: int, end: int) -> bool:
@@ -134,11 +135,16 @@ def overflows(value: Any, text: str, start: int, end: int) -> bool:
     Cost: a search of the text's number shapes (of a long text, only after a walk of
     `_WALK_BUDGET` values did not see all: most long arguments are a few strings), and only where
     a number that large may be written a walk of it all."""
-    if end - start > _SHORT:
+    return _overflows(value, text[start:end].encode("utf-8", "replace"))
+
+
+def _overflows(value: Any, data: bytes) -> bool:
+    """`overflows`, given the UTF-8 text the value was read from."""
+    if len(data) > _SHORT:
         found = _infinity_in(value, _WALK_BUDGET)
         if found is not None:
             return found
-    shapes = text[start:end].encode("utf-8", "replace").translate(_SHAPES, b"+")
+    shapes = data.translate(_SHAPES, b"+")
     if _EXPONENT not in shapes and _DIGIT_RUN not in shapes:
         return False
     return bool(_infinity_in(value, -1))

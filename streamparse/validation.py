@@ -570,13 +570,15 @@ def _strict_data_problem(name: str, arguments: dict[str, Any], arguments_json: s
     call's `arguments_json` (which the body kinds make with the strict decoder, or with
     `json.dumps(allow_nan=False)`), one UTF-8 check of that text; otherwise one `json.dumps` at C
     speed (NaN and infinities refused) and one UTF-8 check."""
-    if not encodable(name):
+    if not (name.isascii() or encodable(name)):  # (ASCII, the common case, without the call)
         return "the tool name holds a lone surrogate (not a Unicode character)"
     for value in arguments.values():
         if isinstance(value, TooDeepText):
             return f"a parameter value nests too deeply (more than {MAX_DEPTH} levels)"
     if arguments_json is not None:
-        return None if encodable(arguments_json) else "a lone surrogate (not a Unicode character) in the arguments"
+        if arguments_json.isascii() or encodable(arguments_json):
+            return None
+        return "a lone surrogate (not a Unicode character) in the arguments"
     try:
         text = json.dumps(arguments, ensure_ascii=False, allow_nan=False, check_circular=False)
     except RecursionError:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import ids
 
 import streamparse
 from streamparse import Delta, StreamParser, parse
+from streamparse.engine import regions, settle
+from streamparse.spec import openai_id
 
 CALL = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
 
@@ -86,6 +90,26 @@ def test_default_ids_are_openai_shaped_and_unique() -> None:
     assert len({c.id for c in msg.tool_calls}) == 3
 
 
+def test_default_ids_drawn_in_batches_stay_unique_across_threads_and_a_forked_child() -> None:
+    # `spec.random_id` reads the symbols of many ids at once: each is handed out once, in any thread,
+    # and a forked child draws its own instead of the ones its parent still holds.
+    with ThreadPoolExecutor(4) as pool:
+        drawn = list(pool.map(openai_id, range(2000)))
+    assert len(set(drawn)) == len(drawn) and all(re.fullmatch(r"call_[A-Za-z0-9]{24}", one) for one in drawn)
+    openai_id(0)  # the batch now holds ids the parent has not given out
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child)
+        os.write(write, "".join(openai_id(k) for k in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        theirs = pipe.read()
+    ours = "".join(openai_id(k) for k in range(3))
+    assert len(theirs) == len(ours) == 3 * 29 and theirs != ours
+
+
 def test_id_factory_makes_ids_deterministic_and_a_model_id_is_kept_where_the_format_has_ids() -> None:
     nemo = '[TOOL_CALLS][{"name": "f", "arguments": {}}, {"name": "g", "arguments": {}, "id": "mine12345"}]'
     assert [c.id for c in parse(nemo, "mistral", id_factory=ids).tool_calls] == ["call_0", "mine12345"]
@@ -124,3 +148,25 @@ def test_the_testing_module_says_how_to_get_hypothesis_when_missing() -> None:
             "try:\n    import streamparse.testing\nexcept ImportError as e:\n    print(e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "pip install 'streamparse[test]'" in out
+
+
+def test_parse_makes_no_deltas_and_gives_the_streamed_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nobody reads the deltas of parse()'s one feed: none are made; the message is the stream's.
+    text = "<think>r</think>Hi " + CALL + " and " + CALL
+    streamed = StreamParser()
+    deltas = [*streamed.feed(text), *streamed.close()]
+    assert any(delta.tool_calls for delta in deltas) and any(delta.content for delta in deltas)
+    made: list[object] = []
+
+    def counted(*args: object, **named: object) -> Delta:
+        made.append(args)
+        return Delta(*args, **named)  # type: ignore[arg-type]
+    monkeypatch.setattr(regions, "Delta", counted)
+    monkeypatch.setattr(settle, "Delta", counted)
+    message = parse(text, id_factory=ids)
+    assert made == []
+    assert (message.content, message.reasoning, [(c.name, c.arguments_json) for c in message.tool_calls]) == (
+        streamed.message.content, streamed.message.reasoning,
+        [(c.name, c.arguments_json) for c in streamed.message.tool_calls])
+    StreamParser().feed(text)
+    assert made  # a stream still makes them

@@ -108,6 +108,22 @@ def test_a_list_element_that_holds_the_next_one_s_opening_is_read_whole(
     assert not message.rejected
 
 
+@pytest.mark.parametrize("separators", [[", ", ","], [",", ", "], ["\n,\n", ", "]])
+def test_list_elements_written_with_other_spacing_are_each_read_once(
+        separators: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The separator `json.dumps` writes is looked for first; where an earlier one is spaced another
+    # way, the guess spans two elements, its strict read refuses it, and the list is read whole.
+    calls = [{"name": f"f{k}", "arguments": {"k": k, "text": "y" * 300}} for k in range(3)]
+    text = "<|tool_call|>[" + "".join(json.dumps(call) + separator for call, separator in zip(
+        calls, [*separators, ""], strict=True)) + "]"
+    counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER, json_reader.DECODER)
+    message = parse(text, "granite")
+    assert [(call.name, call.arguments) for call in message.tool_calls] == [
+        (call["name"], call["arguments"]) for call in calls]
+    if separators[0] == ", ":  # each element guessed right: read once
+        assert counted.read == sum(len(json.dumps(call)) for call in calls)
+
+
 @pytest.mark.parametrize("fmt", ["granite", "nemotron"])
 @pytest.mark.parametrize("bad", [0, 1, 2])
 def test_a_list_element_with_a_number_too_large_for_a_double_breaks_the_list_there(fmt: str, bad: int) -> None:
@@ -133,18 +149,37 @@ def test_list_elements_that_open_with_other_keys_are_each_read(fmt: str) -> None
         ("f0", '{"a": 1}'), ("f1", '{"b": [2]}'), ("f0", '{"a": 1}')]
 
 
-def test_each_of_llama3_s_bare_call_objects_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    # An object followed by the next is read up to where that one opens, proved by the read: not
-    # read up to the end of the output and then again up to where jiter said it ended.
-    calls = [{"name": f"f{k}", "parameters": {"k": k, "text": "y" * 500}} for k in range(3)]
-    for separator in ("", "; ", "\n"):
-        text = separator.join(json.dumps(call) for call in calls)
-        counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER)
-        message = parse(text, "llama3_json")
-        assert [(call.name, call.arguments) for call in message.tool_calls] == [
-            (call["name"], call["parameters"]) for call in calls]
-        assert counted.read == sum(len(json.dumps(call)) for call in calls)
-        assert counted.skimmed == 0
+_GIGACHAT_OPENERS = ("<|function_call|>", "<|message_sep|>\n\nfunction call<|role_sep|>\n")
+
+
+@pytest.mark.parametrize(("fmt", "key", "before", "between", "after"), [
+    *(("llama3_json", "parameters", "", separator, "") for separator in ("", "; ", "\n")),
+    *(("gigachat3", "arguments", "Calling.\n" + opener, opener, "<|message_sep|>") for opener in _GIGACHAT_OPENERS),
+])
+def test_each_call_object_that_ends_at_its_value_is_decoded_once(
+        fmt: str, key: str, before: str, between: str, after: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An object followed by the next is read up to where that one opens (Llama 3's bare objects) or
+    # up to the next call's opener (GigaChat's `JsonCall.ends_before`), proved by the read: not read
+    # up to the end of the output, refused there, and read again up to where jiter said it ended.
+    calls = [{"name": f"f{k}", key: {"k": k, "text": "y" * 500}} for k in range(3)]
+    text = before + between.join(json.dumps(call) for call in calls) + after
+    counted = _Counting(monkeypatch, grammar.DECODER, grammar.LENIENT_DECODER)
+    message = parse(text, fmt)
+    assert [(call.name, call.arguments) for call in message.tool_calls] == [
+        (call["name"], call[key]) for call in calls]
+    assert counted.read == sum(len(json.dumps(call)) for call in calls)
+    assert counted.skimmed == 0
+
+
+def test_a_gigachat_call_that_holds_the_next_opener_in_a_string_is_read_whole() -> None:
+    # The guess (the value ends before the next opener) is wrong here; the value is read all the same.
+    calls = [{"name": "f0", "arguments": {"text": "see <|function_call|>{} and <|message_sep|>}"}},
+             {"name": "f1", "arguments": {}}]
+    text = "".join("<|function_call|>" + json.dumps(call) for call in calls)
+    message = parse(text, "gigachat3")
+    assert [(call.name, call.arguments) for call in message.tool_calls] == [
+        (call["name"], call["arguments"]) for call in calls]
+    assert not message.rejected and message.content == ""
 
 
 def test_each_call_of_a_mistral_nemo_list_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -96,3 +96,22 @@ def test_options_compile_the_tools_once_and_check_them_when_given() -> None:
     assert pickle.loads(pickle.dumps(options.tools)) == options.tools  # workers receive it
     with pytest.raises(ValueError, match="known"):
         Options("hermes", [{"name": "known", "parameters": {"type": "object", "properties": {"a": {"$ref": "#/x"}}}}])
+
+
+def test_parsers_given_the_same_format_and_tools_share_their_checked_options() -> None:
+    # An agent loop's requests bring one compiled `Tools`: the frozen options are made once for them.
+    tools = streamparse.Tools(TOOLS)
+    first, again = StreamParser("hermes", tools), StreamParser("hermes", tools)
+    assert again.options is first.options and first.options.tools is tools
+    # Anything else is checked and made again: another format or forcing, another `Tools`, a list
+    # (it could change between calls), an option.
+    others = [StreamParser("mistral", tools), StreamParser("hermes", tools, True),
+              StreamParser("hermes", streamparse.Tools(TOOLS)), StreamParser("hermes", TOOLS),
+              StreamParser("hermes", tools, emit_calls="progressive")]
+    made = [first.options, *(parser.options for parser in others)]
+    assert len({id(options) for options in made}) == len(made)
+    assert [(o.format, o.thinking_forced_open, o.emit_calls) for o in made[1:]] == [
+        ("mistral", False, "validated"), ("hermes", True, "validated"), ("hermes", False, "validated"),
+        ("hermes", False, "validated"), ("hermes", False, "progressive")]
+    with pytest.raises(TypeError, match="thinking_forced_open must be a bool"):
+        StreamParser("hermes", tools, 1)  # type: ignore[arg-type]

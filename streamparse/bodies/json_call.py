@@ -43,7 +43,15 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
 
 from .. import grammar_ir
-from ..calls import ARGUMENT_KEYS, arguments_of, call_from_members, json_problem, members_of, object_members
+from ..calls import (
+    ARGUMENT_KEYS,
+    arguments_of,
+    call_from_members,
+    first_under,
+    json_problem,
+    members_of,
+    object_members,
+)
 from ..grammar import ValueNode, load_grammar, rule_regex
 from ..grammar_ir import SPACE, Json, Lit, Repeat, alt, any_of, exact_object, seq
 from ..json_reader import broken_before_end
@@ -130,18 +138,12 @@ def call_of(members: list[Member], id_keys: tuple[str, ...], name_keys: tuple[st
     keeps the model's id too, so that ids stay unique the same way in both emit modes."""
     written = next(((v, raw) for k, v, raw in members if k in id_keys), None) if id_keys else None
     call_id = written_id(written, numeric_ids)
-    keys = [k for k, _, _ in members]
-    present = [key for key in argument_keys if key in keys]
-    if len(present) > 1:
-        result: CallResult = Rejection(INVALID_JSON, [f"$: the call object has both {present[0]!r} and "
-                                                      f"{present[1]!r}; which one holds the arguments is unclear"])
-    else:
-        result = call_from_members(members, name_keys, argument_keys)
-    if isinstance(result, Rejection):
-        name = next((v for k, v, _ in members if k in name_keys), None)
-        named = isinstance(name, str) and bool(name.strip())
-        return replace(result, id=call_id) if named and call_id is not None else result
-    return result if result.id == call_id else replace(result, id=call_id)
+    result = call_from_members(members, name_keys, argument_keys, call_id)
+    if call_id is not None and isinstance(result, Rejection) and result.id != call_id:
+        name = first_under(members, name_keys)
+        if isinstance(name, str) and name.strip():
+            return replace(result, id=call_id)
+    return result
 
 
 def call_named_by_key(members: list[Member]) -> CallResult:
@@ -205,6 +207,9 @@ class JsonCall:
     # The body is call objects separated by whitespace, no brackets or commas (MiniMax M1), each read
     # on its own: a broken one is `invalid_json`, its text running to the next `{` that starts a line.
     separated: bool = False
+    # Where no closer ends the value (`end_at_value`): what usually follows it, the next call's opener
+    # (`JsonAwareScanner`'s `ends_before`: where its strict read is tried up to first).
+    ends_before: tuple[str, ...] = ()
 
     @property
     def value_reader(self) -> ValueReader:
@@ -212,7 +217,8 @@ class JsonCall:
         return objects_in_a_row if self.end_at_value and not self.call_list else call_objects
 
     def scanner(self) -> JsonAwareScanner:
-        return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=self.value_reader)
+        return JsonAwareScanner(self.closers, self.stops, self.end_at_value, read=self.value_reader,
+                                ends_before=self.ends_before)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonObjectCallStreamer:
         return JsonObjectCallStreamer(self, marks_of(scanner, MEMBERS))
@@ -495,20 +501,23 @@ def _guessed_elements(text: str, pos: int, limit: int) -> tuple[Read, int] | Non
     slice read whole is the element), and the separators by the search; None at the first wrong
     guess (a nested object that looks like the next element, another first key, text after the
     list) or refusal. Cost: one strict jiter pass per element, a search per element for where it
-    may end (C speed) instead of a second pass over each element but the last, and one search of
-    the list's text for a number that could overflow."""
+    may end (C speed; first for the separator as `json.dumps` writes it, `}, {KEY:`, a plain string
+    search, and only where it is not there for any spacing) instead of a second pass over each
+    element but the last, and one search of the list's text for a number that could overflow."""
     at = _skip_space(text, pos + 1)
     key = _first_key(text, at) if text.startswith("{", at) else None
     if key is None:
         return None
     after = _next_element(key)
+    written = "}, {" + key + ":"
     closer = space_back(text, at, limit) - 1
     if not text.startswith("]", closer):
         return None
     read: Read = {}
     elements = []
     while True:
-        found = after.search(text, at, closer)
+        usual = text.find(written, at, closer)
+        found = after.match(text, usual) if usual >= 0 else after.search(text, at, closer)
         stop = space_back(text, at, closer) if found is None else found.start() + 1
         try:
             element = decode_exact(text, at, stop, overflow_checked=True)

@@ -223,6 +223,14 @@ class StreamParser:
         )
         return output.take()
 
+    def _parse(self, text: str | bytes | Sequence[Token]) -> Message:
+        """`parse()`: the message of the whole text fed at once. Nobody reads the deltas of that one
+        feed, so none are made (the message is built from the same regions and calls)."""
+        self._output.sending = False
+        self.feed(text)
+        self.close()
+        return self.message
+
     @property
     def message(self) -> Message:
         """The whole message; available after `close()`."""

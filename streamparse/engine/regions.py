@@ -44,12 +44,14 @@ class Region:
 class Output:
     """The two text regions and the deltas for the caller."""
 
-    __slots__ = ("content", "deltas", "reasoning")
+    __slots__ = ("content", "deltas", "reasoning", "sending")
 
     def __init__(self) -> None:
         self.content = Region("content")
         self.reasoning = Region("reasoning")
         self.deltas: list[Delta] = []
+        # False where no one reads the deltas (`parse()` reads the message): none are made.
+        self.sending = True
 
     def emit_text(self, region: Region, text: str) -> None:
         """Emit `text`, holding its trailing whitespace until later text shows it is inner."""
@@ -65,7 +67,7 @@ class Output:
             else:
                 head = head.lstrip()
             region.parts.append(head)
-            if not region.deferred:
+            if not region.deferred and self.sending:
                 self.push(Delta(content=head) if region.kind == "content" else Delta(reasoning=head))
         if end < len(text) and (region.started or region.pending_ws):
             region.hold(text[end:])
@@ -74,7 +76,7 @@ class Output:
         """A deferred region's text is what it is: send it, and what follows, as it comes."""
         if region.deferred:
             region.deferred = False
-            if region.parts:
+            if region.parts and self.sending:
                 text = "".join(region.parts)
                 self.push(Delta(content=text) if region.kind == "content" else Delta(reasoning=text))
 
@@ -88,6 +90,8 @@ class Output:
 
     def push(self, delta: Delta) -> None:
         """Append a delta, merging text with the previous delta of the same kind (not yet handed out)."""
+        if not self.sending:
+            return
         deltas = self.deltas
         if deltas and not delta.tool_calls:
             last = deltas[-1]

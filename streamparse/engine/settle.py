@@ -161,15 +161,17 @@ class Settler:
                 self._rejected_text(raw)
 
     def _accept(self, k: int, call: ParsedCall, name: str, started: _Started | None, raw: str) -> None:
+        sending = self._output.sending
         if started is not None:
             call_id = started.id
-            delta = ToolCallDelta(started.index, arguments=call.arguments_json[len("".join(started.sent)):])
+            delta = ToolCallDelta(started.index, arguments=call.arguments_json[len("".join(started.sent)):]) \
+                if sending else None
         else:
             call_id = self._call_id(k, call.id)
             index = self._stream_index if self._progressive else len(self.calls)
             self._stream_index += 1
-            delta = ToolCallDelta(index, id=call_id, name=name, arguments=call.arguments_json)
-        if delta.id is not None or delta.arguments:
+            delta = ToolCallDelta(index, id=call_id, name=name, arguments=call.arguments_json) if sending else None
+        if delta is not None and (delta.id is not None or delta.arguments):
             self._output.push(Delta(tool_calls=[delta]))
         self.calls.append(ToolCall(call_id, name, call.arguments, call.arguments_json, raw))
 

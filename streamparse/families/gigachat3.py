@@ -17,7 +17,9 @@ MESSAGE_SEP, ROLE_SEP = "<|message_sep|>", "<|role_sep|>"
 CALL_MESSAGE = f"{MESSAGE_SEP}\n\nfunction call{ROLE_SEP}\n"  # GigaChat 3
 FUNCTION_CALL = "<|function_call|>"  # GigaChat 3.1
 
-BODY = JsonCall("gigachat3", closers=(), tag="a GigaChat call opener", end_at_value=True)
+# A call object is followed by the next call's opener, the stop token or the end of the output.
+BODY = JsonCall("gigachat3", closers=(), tag="a GigaChat call opener", end_at_value=True,
+                ends_before=(FUNCTION_CALL, MESSAGE_SEP))
 
 
 def render(message: Message) -> str:
