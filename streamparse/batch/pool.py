@@ -125,7 +125,7 @@ class _Worker:
     def __init__(self, process: Any, sock: socket.socket) -> None:
         self.process = process
         self.sock = sock
-        self.chunks: deque[int] = deque()  # the numbers of the chunks it holds, in the order sent
+        self.chunks: deque[tuple[int, list[Any]]] = deque()  # the chunks it holds, numbered, in the order sent
         self.unsent: deque[memoryview] = deque()
         self.head = bytearray(FRAME.size)
         self.frame: bytearray | None = None  # the frame being read, once its length is known
@@ -147,8 +147,8 @@ class _Worker:
             self.died()
         return True
 
-    def read(self) -> Iterator[tuple[int, bytearray]]:
-        """The frames complete now, each with the number of its chunk."""
+    def read(self) -> Iterator[tuple[int, list[Any], bytearray]]:
+        """The frames complete now, each after the number and the items of its chunk."""
         while True:
             into = memoryview(self.head if self.frame is None else self.frame)[self.got:]
             try:
@@ -166,7 +166,7 @@ class _Worker:
                 self.frame, self.got = bytearray(FRAME.unpack(self.head)[0]), 0
                 continue
             frame, self.frame, self.got = self.frame, None, 0
-            yield self.chunks.popleft(), frame
+            yield *self.chunks.popleft(), frame
 
     def died(self) -> NoReturn:
         from concurrent.futures.process import BrokenProcessPool  # (what a ProcessPoolExecutor raised)
@@ -224,12 +224,12 @@ class Pool:
 
     def _send(self, worker: _Worker, number: int, chunk: list[Any]) -> None:
         payload = pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL)
-        worker.chunks.append(number)
+        worker.chunks.append((number, chunk))
         worker.unsent.extend((memoryview(FRAME.pack(len(payload))), memoryview(payload)))
         if not worker.write():
             self.selector.modify(worker.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, worker)
 
-    def _wait(self) -> Iterator[tuple[int, bytearray]]:
+    def _wait(self) -> Iterator[tuple[int, list[Any], bytearray]]:
         """Move bytes until at least one frame is complete; the frames completed."""
         for key, events in self.selector.select():
             worker: _Worker = key.data
@@ -238,10 +238,10 @@ class Pool:
             if events & selectors.EVENT_READ:
                 yield from worker.read()
 
-    def ordered(self, chunks: Iterator[list[Any]], ahead: int) -> Iterator[memoryview]:
-        """Each chunk's results (a `marshal` blob), in the order of `chunks`; at most `ahead` chunks
-        are sent or held here at a time, whichever worker has fewest taking the next."""
-        done: dict[int, bytearray] = {}
+    def ordered(self, chunks: Iterator[list[Item]], ahead: int) -> Iterator[tuple[list[Item], memoryview]]:
+        """Each chunk with its results (a `marshal` blob), in the order of `chunks`; at most `ahead`
+        chunks are sent or held here at a time, whichever worker holds fewest taking the next."""
+        done: dict[int, tuple[list[Item], bytearray]] = {}
         sent = taken = 0
         more = True
         while True:
@@ -256,12 +256,14 @@ class Pool:
                 self._send(worker, sent, chunk)
                 sent += 1
             if taken in done:
-                yield _results(done.pop(taken))
+                chunk, frame = done.pop(taken)
+                yield chunk, _results(frame)
                 taken += 1
             elif taken == sent:
                 return
             else:
-                done.update(self._wait())
+                for number, chunk, frame in self._wait():
+                    done[number] = chunk, frame
 
     def close(self, abandon: bool = False) -> None:
         """Close the sockets, which tells each worker to stop, and wait for them to end (`abandon`:

@@ -68,18 +68,19 @@ def check_picklable(options: Options) -> None:
 # ----------------------------------------------------------------------------- the caller side
 
 
-def ordered_map(
+def ordered_chunks(
     function: Callable[[Options, Item], Result],
     items: Iterable[Item],
     options: Options,
     workers: int,
     chunk_size: int = CHUNK_SIZE,
-) -> Iterator[Result]:
-    """`function(options, item)` for every item, in input order; on up to `workers` processes.
+) -> Iterator[tuple[list[Item], list[Result]]]:
+    """Each chunk of `items` with `function(options, item)` of every item in it, in input order; on up
+    to `workers` processes.
 
-    `function` must be defined at module level (it is sent to the workers by reference) and return
-    what `marshal` can send: plain data, no objects. The processes started are capped by the cores
-    and by the chunks of work there are; one chunk is run in this process."""
+    `function` must be defined at module level (it is sent to each worker once, by reference) and
+    return what `marshal` can send: plain data, no objects. The processes started are capped by the
+    cores and by the chunks of work there are; one chunk is run in this process."""
     source = iter(items)
     workers = min(workers, every_core())
     ahead: list[list[Item]] = []
@@ -92,9 +93,21 @@ def ordered_map(
         workers = min(workers, len(ahead))
     if workers <= 1:
         for chunk in chain(ahead, chunks_of(source, chunk_size)):
-            yield from run_chunk_here(function, chunk, options)
+            yield chunk, run_chunk_here(function, chunk, options)
         return
     check_picklable(options)
     with Pool(function, options, workers) as pool:
-        for results in pool.ordered(chain(ahead, chunks_of(source, chunk_size)), workers * IN_FLIGHT_PER_WORKER):
-            yield from marshal.loads(results)
+        for chunk, results in pool.ordered(chain(ahead, chunks_of(source, chunk_size)), workers * IN_FLIGHT_PER_WORKER):
+            yield chunk, marshal.loads(results)
+
+
+def ordered_map(
+    function: Callable[[Options, Item], Result],
+    items: Iterable[Item],
+    options: Options,
+    workers: int,
+    chunk_size: int = CHUNK_SIZE,
+) -> Iterator[Result]:
+    """`function(options, item)` for every item, in input order; on up to `workers` processes, as
+    `ordered_chunks` runs it."""
+    return chain.from_iterable(results for _, results in ordered_chunks(function, items, options, workers, chunk_size))
