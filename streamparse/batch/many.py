@@ -149,7 +149,7 @@ def iter_parse_many(texts: Iterable[Text], options: Options, workers: int | None
     count = check_workers(workers)
     if min(count, every_core()) == 1:
         return ordered_map(parse_with, texts, options, 1)
-    return chain.from_iterable(_message_chunks(texts, options, count))
+    return (message for messages in _message_chunks(texts, options, count) for message in messages)
 
 
 def parse_many(

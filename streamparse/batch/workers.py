@@ -110,4 +110,5 @@ def ordered_map(
 ) -> Iterator[Result]:
     """`function(options, item)` for every item, in input order; on up to `workers` processes, as
     `ordered_chunks` runs it."""
-    return chain.from_iterable(results for _, results in ordered_chunks(function, items, options, workers, chunk_size))
+    for _, results in ordered_chunks(function, items, options, workers, chunk_size):
+        yield from results
