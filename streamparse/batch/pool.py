@@ -206,6 +206,9 @@ class Pool:
                                           name=f"streamparse-worker-{number}", daemon=True)
                 try:
                     process.start()
+                except BaseException:
+                    ours.close()
+                    raise
                 finally:
                     theirs.close()
                 ours.setblocking(False)
