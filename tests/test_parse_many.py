@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
 import pickle
 import subprocess
 import sys
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 from conftest import ids
@@ -169,3 +171,67 @@ def test_the_files_path_imports_the_flags_module_not_the_command() -> None:
     code = "import sys, streamparse.batch.files\nprint('streamparse.cli' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.split() == ["False"]
+
+
+def _echo(options: object, item: str) -> str:
+    return item
+
+
+def _fail_on(options: object, item: str) -> str:
+    if item == "fail":
+        raise ValueError(f"cannot take {item!r}")
+    if item == "odd error":
+        raise _Unpicklable("no pickle")
+    if item == "exit":
+        os._exit(3)
+    return item
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError("not this one")
+
+
+def test_chunks_larger_than_any_socket_buffer_go_both_ways_in_order() -> None:
+    items = [f"{i:06d}" + "x" * 300_000 for i in range(120)]  # chunks of 40: 12 MB each way
+    assert list(ordered_map(_echo, iter(items), streamparse.Options(), 2, chunk_size=40)) == items
+
+
+@pytest.mark.skipif(every_core() < 2, reason="needs two cores for worker processes")
+def test_an_error_in_a_worker_is_raised_here_with_the_worker_traceback_after_the_rows_before_it() -> None:
+    got: list[str] = []
+    with pytest.raises(ValueError, match="cannot take 'fail'") as raised:
+        got.extend(ordered_map(_fail_on, ["a"] * 7 + ["fail"] + ["b"] * 8, streamparse.Options(), 2, chunk_size=2))
+    assert got == ["a"] * 6  # the chunks before the failing one, in order
+    assert "_fail_on" in str(raised.value.__cause__)
+    with pytest.raises(RuntimeError, match="_Unpicklable: no pickle"):
+        list(ordered_map(_fail_on, ["a"] * 4 + ["odd error"], streamparse.Options(), 2, chunk_size=2))
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.skipif(every_core() < 2, reason="needs two cores for worker processes")
+def test_a_worker_that_dies_is_a_broken_pool_not_a_hang() -> None:
+    with pytest.raises(BrokenProcessPool, match="exit code 3"):
+        list(ordered_map(_fail_on, ["a"] * 6 + ["exit"] + ["b"] * 20, streamparse.Options(), 2, chunk_size=2))
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.skipif(every_core() < 2, reason="needs two cores for worker processes")
+def test_a_caller_that_stops_reading_ends_the_workers() -> None:
+    results = ordered_map(_echo, iter(["a"] * 5000), streamparse.Options(), 2, chunk_size=8)
+    assert next(results) == "a" and len(multiprocessing.active_children()) == 2
+    results.close()  # type: ignore[attr-defined]  # (a generator: closing it is what a break does)
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_workers_started_by_spawn_or_forkserver_give_the_same_messages(method: str) -> None:
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {method} on this OS")
+    code = ("import multiprocessing, streamparse\n"
+            "if __name__ == '__main__':\n"
+            f"    multiprocessing.set_start_method({method!r})\n"
+            "    texts = ['<think>\\nhm\\n</think>\\n\\nhi', 'plain ' * 20] * 300\n"
+            "    print(streamparse.parse_many(texts, workers=2) == [streamparse.parse(t) for t in texts])\n")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True"], done.stderr

@@ -3,7 +3,8 @@
 | module | job |
 |---|---|
 | `rows.py` | one row: a text parsed with checked options, and its four result columns |
-| `workers.py` | the process pool: chunks of items on every core, results in input order |
+| `workers.py` | `ordered_map`: chunks of items on every core, results in input order, capped by cores and work |
+| `pool.py` | the worker processes: one socket each, driven from the caller's thread; a worker's error raised here |
 | `many.py` | `parse_many` / `iter_parse_many`: a list of texts in, `Message`s out |
 | `columns.py` | `parse_batch` / `ParseBatch`: Arrow tables, pandas frames, dicts of columns (Ray Data, `datasets`) |
 | `files.py` | `streamparse parse --jsonl` / `--parquet` |

@@ -19,14 +19,14 @@ stream through in bounded memory; `parse_many` is that, collected into a list.
 from __future__ import annotations
 
 import marshal
-from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..types import Message, RejectedCall, ToolCall
 from .rows import Text, collector_paused, parse_with
-from .workers import check_picklable, check_workers, every_core, ordered_map
+from .workers import check_picklable, check_workers, every_core, ordered_chunks, ordered_map
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -64,10 +64,30 @@ class ReceivedToolCall(ToolCall):
         return ToolCall.__repr__(self).replace(type(self).__qualname__, "ToolCall", 1)
 
 
-def _received_call(call_id: str, name: str, arguments_json: str, raw: str, arguments: bytes) -> ReceivedToolCall:
-    call = ReceivedToolCall.__new__(ReceivedToolCall)  # (ToolCall's frozen __init__ wants the arguments decoded)
-    call.__dict__.update(id=call_id, name=name, arguments_json=arguments_json, raw=raw, _sent_arguments=arguments)
+_new = object.__new__  # a frozen dataclass built as its __dict__: a third of what its __init__ costs
+
+
+def _received_call(text: Text, call_id: str, name: str, arguments_json: Piece, raw: Piece,
+                   arguments: bytes) -> ReceivedToolCall:
+    call = _new(ReceivedToolCall)  # (ToolCall's frozen __init__ wants the arguments decoded)
+    fields = call.__dict__
+    fields["id"] = call_id
+    fields["name"] = name
+    fields["arguments_json"] = (arguments_json if type(arguments_json) is str  # (a piece, inline: no call)
+                                else text[arguments_json[0]:arguments_json[1]])  # type: ignore[index]
+    fields["raw"] = raw if type(raw) is str else text[raw[0]:raw[1]]  # type: ignore[index]
+    fields["_sent_arguments"] = arguments
     return call
+
+
+def _rejected_call(text: Text, status: str, errors: list[str], raw: Piece, name: str | None) -> RejectedCall:
+    rejected = _new(RejectedCall)
+    fields = rejected.__dict__
+    fields["status"] = status
+    fields["errors"] = errors
+    fields["raw"] = raw if type(raw) is str else text[raw[0]:raw[1]]  # type: ignore[index]
+    fields["name"] = name
+    return rejected
 
 
 def _piece(text: str, value: str, start: int = 0, end: int | None = None) -> Piece:
@@ -90,16 +110,27 @@ def compact_fields(message: Message, text: Text) -> Compact:
             [(r.status, r.errors, _piece(source, r.raw), r.name) for r in message.rejected])
 
 
+def messages_from_compact(texts: list[Text], chunk: list[Compact]) -> list[Message]:
+    """The messages `compact_fields` sent for `texts`, their strings sliced from the texts.
+
+    What a row costs the parent is mostly this: so a chunk is one loop, with no call a row but the
+    calls' own."""
+    messages: list[Message] = []
+    append = messages.append
+    for text, (content, reasoning, calls, rejected) in zip(texts, chunk, strict=True):
+        message = _new(Message)
+        made = message.__dict__
+        made["content"] = content if type(content) is str else text[content[0]:content[1]]  # type: ignore[index]
+        made["reasoning"] = reasoning if type(reasoning) is str else text[reasoning[0]:reasoning[1]]  # type: ignore[index]
+        made["tool_calls"] = [_received_call(text, *call) for call in calls] if calls else []
+        made["rejected"] = [_rejected_call(text, *call) for call in rejected] if rejected else []
+        append(message)
+    return messages
+
+
 def message_from_compact(text: Text, fields: Compact) -> Message:
     """The message `compact_fields` sent for `text`, its strings sliced from the text."""
-    content, reasoning, calls, rejected = fields
-
-    def string(piece: Piece) -> str:
-        return piece if type(piece) is str else text[piece[0]:piece[1]]  # type: ignore[index,return-value]
-
-    return Message(string(content), string(reasoning),
-                   [_received_call(i, n, string(j), string(raw), arguments) for i, n, j, raw, arguments in calls],
-                   [RejectedCall(status, errors, string(raw), name) for status, errors, raw, name in rejected])
+    return messages_from_compact([text], [fields])[0]
 
 
 def parse_compact(options: Options, text: Text) -> Compact:
@@ -107,17 +138,10 @@ def parse_compact(options: Options, text: Text) -> Compact:
     return compact_fields(parse_with(options, text), text)
 
 
-def _messages(texts: Iterable[Text], options: Options, workers: int) -> Iterator[Message]:
-    """The messages of `texts` parsed on the workers; the texts in flight are held here to slice from."""
-    held: deque[Text] = deque()
-
-    def holding() -> Iterator[Text]:
-        for text in texts:
-            held.append(text)
-            yield text
-
-    for fields in ordered_map(parse_compact, holding(), options, workers):
-        yield message_from_compact(held.popleft(), fields)
+def _message_chunks(texts: Iterable[Text], options: Options, workers: int) -> Iterator[list[Message]]:
+    """The messages of `texts` parsed on the workers, a chunk at a time."""
+    for chunk, fields in ordered_chunks(parse_compact, texts, options, workers):
+        yield messages_from_compact(chunk, fields)
 
 
 def iter_parse_many(texts: Iterable[Text], options: Options, workers: int | None = None) -> Iterator[Message]:
@@ -125,7 +149,7 @@ def iter_parse_many(texts: Iterable[Text], options: Options, workers: int | None
     count = check_workers(workers)
     if min(count, every_core()) == 1:
         return ordered_map(parse_with, texts, options, 1)
-    return _messages(texts, options, count)
+    return (message for messages in _message_chunks(texts, options, count) for message in messages)
 
 
 def parse_many(
@@ -153,4 +177,4 @@ def parse_many(
     # The parent only decodes and builds acyclic messages (at most one chunk is parsed here, when
     # there is no more work than that): a collection would rescan the growing list for nothing.
     with collector_paused():
-        return list(_messages(texts, checked, count))
+        return list(chain.from_iterable(_message_chunks(texts, checked, count)))
