@@ -54,9 +54,6 @@ MESSAGE_FORMATS = ("gpt_oss", "functionary_v3_2")
 CASE_FILES = ("cases.json", "cases_more.json", "cases_new_families.json", "cases_wave3.json")
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2"}
 
-# Real renders a grammar does not write, and why (each is checked to be refused, so that a change
-# that makes the grammar write them is seen): none today.
-NOT_WRITTEN: dict[tuple[str, str], str] = {}
 
 
 def _cases(formats: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -91,11 +88,6 @@ def envelope_grammar(spec: FormatSpec, envelope: EnvelopeSpec, tools: list[dict[
     return mark_special(seq(Lit(envelope.openers[0]), kind.body_grammar(calls, True)), spec.special)  # type: ignore[attr-defined]
 
 
-# Where llguidance refuses what the grammar means (the Lark emitter's to fix); strict: the day the
-# emitter or llguidance reads them, these tests say so.
-LARK_GAPS: set[str] = set()
-# (format, case, tool choice) of the real message outputs that a Lark grammar refuses.
-LARK_CASE_GAPS: set[tuple[str, str, str]] = set()
 ENGINES = ("structural_tag", "lark", "gbnf")
 
 
@@ -107,14 +99,8 @@ def accepts(engine: str, node: Node, text: str, spec: FormatSpec) -> bool:
     return lark_accepts(lark(node, token_ids(tuple(spec.special))), text, tuple(spec.special))
 
 
-def _lark_gap(engine: str, fmt: str, case: str = "", choice: str = "") -> list[Any]:
-    if engine == "lark" and (fmt in LARK_GAPS or (fmt, case, choice) in LARK_CASE_GAPS):
-        return [pytest.mark.xfail(reason="llguidance Lark emitter gap (LARK_GAPS)", strict=True)]
-    return []
-
-
 def format_engines() -> list[Any]:
-    return [pytest.param(fmt, engine, marks=_lark_gap(engine, fmt), id=f"{fmt}-{engine}")
+    return [pytest.param(fmt, engine, id=f"{fmt}-{engine}")
             for fmt in ENVELOPE_FORMATS for engine in ENGINES]
 
 
@@ -128,11 +114,8 @@ def _envelope_calls() -> list[Any]:
                                     thinking_forced_open=case["thinking_forced_open"])
         for index, call in enumerate(message.tool_calls):
             for engine in ENGINES:
-                key = (case["template"], case["case"])
-                marks = [pytest.mark.xfail(strict=True, reason=NOT_WRITTEN[key])] if key in NOT_WRITTEN \
-                    else _lark_gap(engine, case["format"])
                 params.append(pytest.param(engine, case["format"], call.raw, case["tools"],
-                                           id=f"{engine}:{_case_id(case)}#{index}", marks=marks))
+                                           id=f"{engine}:{_case_id(case)}#{index}"))
     return params
 
 
@@ -157,8 +140,7 @@ def _message_outputs() -> list[Any]:
             texts.append(("required", calls_only))
         for choice, text in texts:
             for engine in ENGINES:
-                marks = _lark_gap(engine, case["format"], case["case"], choice)
-                params.append(pytest.param(case, choice, text, engine, marks=marks,
+                params.append(pytest.param(case, choice, text, engine,
                                            id=f"{engine}:{_case_id(case)}:{choice}"))
     return params
 
@@ -178,8 +160,6 @@ def test_every_real_message_output_is_accepted(case: dict[str, Any], tool_choice
 def _whole_outputs() -> list[Any]:
     params = []
     for case in _cases(ENVELOPE_FORMATS):
-        if (case["template"], case["case"]) in NOT_WRITTEN:
-            continue
         expected = case["expected"]
         texts = [("auto", case["output"])]
         if expected["tool_calls"]:  # "required": the calls alone, the content left out
