@@ -43,14 +43,14 @@ def _string_patterns(quote: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """A whole string in `quote`s, and in triple `quote`s, as `string_end` reads them: a backslash
     escapes the next character; a triple-quoted string ends at the first triple quote."""
     q = re.escape(quote)
-    plain = re.compile(rf"{q}[^{q}\\]*(?:\\[\s\S][^{q}\\]*)*{q}")
-    triple = re.compile(rf"{q}{{3}}[^{q}\\]*(?:(?:\\[\s\S]|{q}(?!{q}{q}))[^{q}\\]*)*{q}{{3}}")
+    plain = re.compile(rf"{q}[^{q}\\]*+(?:\\[\s\S][^{q}\\]*+)*+{q}")
+    triple = re.compile(rf"{q}{{3}}[^{q}\\]*+(?:(?:\\[\s\S]|{q}(?!{q}{q}))[^{q}\\]*+)*+{q}{{3}}")
     return plain, triple
 
 
 # One regex match finds a string's end (C speed, however many escapes it holds).
 STRINGS = {quote: _string_patterns(quote) for quote in "\"'"}
-RAW_SINGLE_QUOTED = re.compile("'[^']*'")
+RAW_SINGLE_QUOTED = re.compile("'[^']*+'")
 
 
 def string_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
@@ -74,18 +74,19 @@ def balanced(strings: str, stops: str = "", levels: int = _LEVELS) -> re.Pattern
     """Whole strings (`strings`, a pattern), brackets that close within `levels` levels, and any other
     character but `stops` (outside brackets), as one match at C speed; the first character it does
     not take (an opener of deeper brackets, a closer, a stop, a quote whose string does not close) is
-    the caller's to step over. A run of other characters is matched whole or not at all (`(?![^…])`)
-    and each alternative starts with characters no other one does, so there is one way to match any
-    text: brackets that do not close are given up after one look at what they hold, and a character
-    is looked at by at most `levels` + 1 matches."""
+    the caller's to step over. Each alternative starts with characters no other one does and matches
+    in one way, so there is one way to match any text, and every repetition is possessive (`*+`,
+    `++`: the engine keeps no backtracking state, the same match at less cost): brackets that do not
+    close are given up after one look at what they hold, and a character is looked at by at most
+    `levels` + 1 matches."""
 
     def run(stop: str) -> str:
-        return rf"[^{_STRUCTURE}{stop}]+(?![^{_STRUCTURE}{stop}])"
+        return rf"[^{_STRUCTURE}{stop}]++"
 
-    inside = rf"(?:{run('')}|{strings})*"
+    inside = rf"(?:{run('')}|{strings})*+"
     for _ in range(levels - 1):
-        inside = rf"(?:{run('')}|{strings}|[\[({{]{inside}[\])}}])*"
-    return re.compile(rf"(?:{run(re.escape(stops))}|{strings}|[\[({{]{inside}[\])}}])*")
+        inside = rf"(?:{run('')}|{strings}|[\[({{]{inside}[\])}}])*+"
+    return re.compile(rf"(?:{run(re.escape(stops))}|{strings}|[\[({{]{inside}[\])}}])*+")
 
 
 def _whole_strings(raw_single_quotes: bool) -> str:
