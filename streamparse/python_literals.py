@@ -33,7 +33,7 @@ from typing import Any
 
 import jiter
 
-from .strict_json import encodable, overflows
+from .strict_json import encodable, json_text, overflows
 
 _JSON_NAMES: dict[str, Any] = {"true": True, "false": False, "null": None}
 _NESTED = re.compile(r"""["'()\[\]{}]""")  # inside brackets a comma ends nothing
@@ -305,21 +305,47 @@ def _as_json_names(text: str) -> str:
     this reading saw."""
     if "True" not in text and "False" not in text and "None" not in text:
         return text
-    # The strings' text: with no backslash before a `"`, each `"` opens or closes one (split at C speed).
-    strings = "\x00".join(text.split('"')[1::2] if '\\"' not in text else _JSON_STRING.findall(text))
-    if "True" not in strings and "False" not in strings and "None" not in strings:  # replaced at C speed
+    if not _name_in_a_string(text):  # replaced at C speed
         return text.replace("True", "true").replace("False", "false").replace("None", "null")
     return _PYTHON_NAMES.sub(_json_name, text)
 
 
-def _as_json(text: str) -> Any:
-    """The value of `text` (stripped) read as JSON by jiter, where JSON and Python agree on it;
-    `_Unsure` otherwise. With Python's names spelled as JSON's, and single quotes as double ones
-    where the text has no `"` and no backslash (each `'` then opens or closes a string without
-    escapes, raw or not), jiter takes only what Python reads to the same value: JSON's strings,
-    escapes (but those `_ESCAPED_SURROGATE` says), numbers and whitespace are Python's too, a key written twice is
-    an error to both, nesting is bounded as deep as Python's (`_JITER_PAD`), and a number too large
-    for a double, `inf` to jiter, is found by `overflows`."""
+def _name_in_a_string(text: str) -> bool:
+    """Whether one of Python's names stands inside a JSON string of `text`. With its escaped
+    backslashes and quotes taken out, each `"` opens or closes a string (no name holds either, so
+    none is cut or lost; one made by the cut, `Tr\\\\ue`, only sends the text to the slow path), and a
+    name is inside one where an odd number of them stand before it. Cost: a count of the quotes
+    between one name and the next, at C speed, or one split at the quotes where they are fewer."""
+    if "\\" in text:
+        text = text.replace("\\\\", "").replace('\\"', "")
+    names = text.count("True") + text.count("False") + text.count("None")
+    if text.count('"') < 4 * names:  # a split makes one string a quote, a name costs a few calls
+        strings = "\x00".join(text.split('"')[1::2])
+        return "True" in strings or "False" in strings or "None" in strings
+    for name in ("True", "False", "None"):
+        at, counted, inside = text.find(name), 0, 0
+        while at >= 0:
+            inside ^= text.count('"', counted, at) & 1
+            if inside:
+                return True
+            counted = at
+            at = text.find(name, at + len(name))
+    return False
+
+
+def _as_json(text: str) -> tuple[Any, str]:
+    """The value of `text` (stripped) read as JSON by jiter, where JSON and Python agree on it, and
+    the value's `json_text`; `_Unsure` otherwise. With Python's names spelled as JSON's, and single
+    quotes as double ones where the text has no `"` and no backslash (each `'` then opens or closes
+    a string without escapes, raw or not), jiter takes only what Python reads to the same value:
+    JSON's strings, escapes (but those `_ESCAPED_SURROGATE` says), numbers and whitespace are
+    Python's too, a key written twice is an error to both, nesting is bounded as deep as Python's
+    (`_JITER_PAD`), and a number too large for a double, `inf` to jiter, is found by `overflows`.
+
+    First without those checks: where `json_text` writes the value back as this very text (what
+    `json.dumps` writes, the common case), no key is written twice (the value would have lost
+    it), no number overflowed (`json_text` refuses `inf`), no `\\/` or escaped surrogate is in it
+    (`json_text` writes neither) and every number reads as Python reads it (its `repr` is its text)."""
     if "'" in text and '"' not in text and "\\" not in text:
         text = text.replace("'", '"')
     if text[0] != '"':  # a string alone has no names outside it
@@ -328,25 +354,36 @@ def _as_json(text: str) -> Any:
         data = text.encode()
     except UnicodeEncodeError:  # a lone surrogate
         raise _Unsure from None
+    padded = b"[" * _JITER_PAD + data + b"]" * _JITER_PAD
+    try:
+        value = _unpadded(jiter.from_json(padded, allow_inf_nan=False))
+        written = json_text(value)
+    except ValueError:  # not JSON (a tuple, a set, `1_000`, ...), or an error to both: read below
+        raise _Unsure from None
+    if written == text:
+        return value, written
     if b"\\/" in data or (b"\\u" in data and _ESCAPED_SURROGATE.search(data)) \
             or _LONG_DIGITS in data.translate(_DIGITS):
         raise _Unsure
     try:
-        value = jiter.from_json(b"[" * _JITER_PAD + data + b"]" * _JITER_PAD, catch_duplicate_keys=True,
-                                allow_inf_nan=False)
-    except ValueError:  # not JSON (a tuple, a set, `1_000`, ...), or an error to both: read below
+        value = _unpadded(jiter.from_json(padded, catch_duplicate_keys=True, allow_inf_nan=False))
+    except ValueError:  # a key written twice
         raise _Unsure from None
-    for _ in range(_JITER_PAD):
-        value = value[0]
     if overflows(value, text, 0, len(text)):
         raise _Unsure
+    return value, written
+
+
+def _unpadded(value: Any) -> Any:
+    for _ in range(_JITER_PAD):
+        value = value[0]
     return value
 
 
-def _fast(text: str, raw_single_quotes: bool) -> Any:
-    """The value when jiter (`_as_json`) or `_Reader` reads all of `text` (stripped); `_Unsure`
-    otherwise. Lists, dicts and strings spelled as JSON, what models write most, are read by jiter
-    at native speed."""
+def _fast(text: str, raw_single_quotes: bool) -> tuple[Any, str | None]:
+    """The value when jiter (`_as_json`) or `_Reader` reads all of `text` (stripped), and its
+    `json_text` where jiter read it; `_Unsure` otherwise. Lists, dicts and strings spelled as JSON,
+    what models write most, are read by jiter at native speed."""
     text = text.strip()
     if text[:1] in ("[", "{", '"', "'"):
         try:
@@ -356,16 +393,21 @@ def _fast(text: str, raw_single_quotes: bool) -> Any:
     value, end = _Reader(text, raw_single_quotes).value(0, 0)
     if end != len(text):
         raise _Unsure
-    return value
+    return value, None
 
 
 def literal(text: str, raw_single_quotes: bool = False) -> Any:
     """The value of a Python (or JSON-spelled) literal; `ValueError` when it is not one."""
+    return literal_json(text, raw_single_quotes)[0]
+
+
+def literal_json(text: str, raw_single_quotes: bool = False) -> tuple[Any, str | None]:
+    """`literal`, and the value's `json_text` where finding the value wrote it (None: not yet)."""
     try:
         return _fast(text, raw_single_quotes)
     except _Unsure:
         pass
-    return _ast_literal(text, raw_single_quotes)
+    return _ast_literal(text, raw_single_quotes), None
 
 
 def _ast_literal(text: str, raw_single_quotes: bool = False) -> Any:

@@ -12,7 +12,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streamparse.python_literals import _ast_literal, literal
+from streamparse.python_literals import (
+    _PYTHON_NAMES,
+    _as_json_names,
+    _ast_literal,
+    _json_name,
+    _name_in_a_string,
+    literal,
+    literal_json,
+)
+from streamparse.strict_json import json_text
 
 # `ast` warns of an invalid escape (`'\s'`) in a drawn string while it reads it, in both readers alike.
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning"),
@@ -101,6 +110,11 @@ def outcome(read: Any, text: str, raw: bool) -> Any:
 
 def agree(text: str, raw: bool) -> None:
     assert outcome(literal, text, raw) == outcome(_ast_literal, text, raw), text
+    try:
+        value, written = literal_json(text, raw)
+    except ValueError:
+        return
+    assert written is None or written == json_text(value), text  # jiter's reading writes the value
 
 
 @settings(max_examples=400, deadline=None)
@@ -136,6 +150,14 @@ NEAR = st.text(alphabet=list("[]{}(),:'\"\\ \n\r\t-+.eE0123456789_xjTrueFalsNonl
 @example("['a\\'b']", False)
 @example("['C:\\dir', \"\\n\"]", True)
 @example("\"\\d\\/\"", False)
+@example('{"a": 1, "b": [2.5, -0.0, "x"], "c": true}', False)  # as `json.dumps` writes it
+@example('{"a": 1, "a": 1}', False)  # as it writes a dict, but a key twice
+@example('[-0, 1.10, 1e5, 1E5, 0.0001, 0.00001, 1234567890123456789.5]', False)
+@example('["\\u0041", "\\u001f", "\\u001F", "\\t", "\\u0009", "\\\\", "\\""]', False)
+@example('{"a": "\\"True\\"", "b": None}', False)  # a name inside a string with escaped quotes
+@example('{"a": "x\\\\", "b": None, "c": "None"}', False)
+@example('{"k": "Tr\\\\ue", "b": True}', False)  # a name made by taking the escapes out
+@example("['True', 'x']", True)
 def test_near_literals_read_and_rejected_as_ast_does(text: str, raw: bool) -> None:
     agree(text, raw)
 
@@ -146,3 +168,42 @@ def test_the_common_spellings_are_read() -> None:
     assert literal('{"a": True, "b": "True or None", "c": [None, false, 1.5]}') == {
         "a": True, "b": "True or None", "c": [None, False, 1.5]}  # Python's names outside strings only
     assert literal("'C:\\dir\\n'", raw_single_quotes=True) == "C:\\dir\\n"  # LFM2.5: kept as written
+
+
+NAMED = st.recursive(st.one_of(st.booleans(), st.none(), st.text(alphabet=list('TrueFalsNon"\\ x'), max_size=12)),
+                     lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                             st.dictionaries(st.text(alphabet="TrueNon", max_size=5), inner,
+                                                             max_size=4)), max_leaves=10)
+
+
+def python_names(text: str) -> str:
+    """JSON text with its names outside strings written as Python's (`json.dumps` escapes every quote)."""
+    parts = text.replace("\\\\", "\x01").replace('\\"', "\x02").split('"')
+    parts[::2] = [part.replace("true", "True").replace("false", "False").replace("null", "None")
+                  for part in parts[::2]]
+    return '"'.join(parts).replace("\x02", '\\"').replace("\x01", "\\\\")
+
+
+@given(NAMED)
+def test_python_names_are_respelled_outside_strings_only(value: Any) -> None:
+    """Whichever way the strings are told from the rest (a split where quotes are fewer than the names,
+    else a count of the quotes before each name), the names are respelled as the one regex pass does."""
+    text = python_names(json.dumps(value))
+    assert _as_json_names(text) == _PYTHON_NAMES.sub(_json_name, text)
+    assert literal(text) == value
+
+
+def test_the_value_written_by_json_dumps_is_its_own_json_text() -> None:
+    text = '{"a": [1, 2.5, "x \\"y\\""], "b": {"c": null}, "d": true}'
+    assert literal_json(text) == (json.loads(text), text)
+    assert literal_json("{'a': 'b'}") == ({"a": "b"}, '{"a": "b"}')  # single quotes respelled
+    assert literal_json('{"a":1}') == ({"a": 1}, '{"a": 1}')  # JSON, but not as it writes it
+    assert literal_json("(1, 2)") == ([1, 2], None)  # not JSON: written by the caller
+
+
+@pytest.mark.parametrize("strings", [1, 40])  # fewer quotes than names, or more: a split, or a count
+@pytest.mark.parametrize(("last", "inside"), [('"b": True', False), ('"b": "x True"', True),
+                                              ('"b": "x \\" True"', True), ('"b": "x \\\\", "c": True', False)])
+def test_a_name_is_found_inside_a_string_or_not(strings: int, last: str, inside: bool) -> None:
+    text = "{" + ", ".join(f'"k{i}": "v"' for i in range(strings)) + ", " + last + "}"
+    assert _name_in_a_string(text) is inside

@@ -166,6 +166,17 @@ def test_arguments_are_strict_json_values(value: str, why: str) -> None:
         assert json.loads(call.arguments_json) == call.arguments
 
 
+def test_arguments_json_is_json_dumps_of_the_arguments_however_each_value_was_read() -> None:
+    """Values jiter read as `json.dumps` writes them (their text kept), as JSON written otherwise, by
+    the one-pass reader and by `ast`: `arguments_json` is `json.dumps(arguments)` all the same."""
+    message = read('[f(a={"k": [1, 2.5, "x \\"q\\""], "n": None}, b={"k":1,"j" : [true]}, c=-0, d=1.10, '
+                   "e=(1, 'two'), f='\\u00e9', g=\"caf\u00e9\", h=[])]")
+    (call,) = message.tool_calls
+    assert call.arguments == {"a": {"k": [1, 2.5, 'x "q"'], "n": None}, "b": {"k": 1, "j": [True]}, "c": 0,
+                              "d": 1.1, "e": [1, "two"], "f": "\u00e9", "g": "caf\u00e9", "h": []}
+    assert call.arguments_json == json.dumps(call.arguments, ensure_ascii=False)
+
+
 # Bodies that make a reader of brackets and strings do the most work per character: brackets that
 # never close, strings that never close inside them, nesting deeper than one match takes
 # (`python_literals.balanced`), and many calls each too deep for it.
