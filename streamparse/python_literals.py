@@ -33,7 +33,7 @@ from typing import Any
 
 import jiter
 
-from .strict_json import encodable, json_text, overflows
+from .strict_json import encodable, json_text, overflows, trailing_at
 
 _JSON_NAMES: dict[str, Any] = {"true": True, "false": False, "null": None}
 _NESTED = re.compile(r"""["'()\[\]{}]""")  # inside brackets a comma ends nothing
@@ -106,10 +106,53 @@ _VALUE_TEXT = {raw: (balanced(_whole_strings(raw), ","), balanced(_whole_strings
 def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
     """Where the expression starting at `text[pos]` ends: at the first `,` or closing bracket
     outside strings and brackets, or the end of the text. None when it is empty or unbalanced.
-    Cost: at the top and one level in, one match takes all the text whose brackets close within
-    `_LEVELS` levels (`balanced`); deeper, one regex jump per quote or bracket. Brackets a match
-    gave up are then stepped through before the next match, so a character is looked at a bounded
-    number of times."""
+    A list, dict or string that JSON reads is looked through by jiter (`_json_value_end`); any
+    other text, and that one where jiter does not say, is scanned (`_scanned_value_end`)."""
+    if text[pos:pos + 1] in _JSON_OPENERS:
+        end = _json_value_end(text, pos)
+        if end is not None:
+            return end
+    return _scanned_value_end(text, pos, raw_single_quotes)
+
+
+_JSON_OPENERS = ("[", "{", '"')
+_FIRST_LOOK = 1024  # characters jiter is first shown; each next look shows `_LOOK_GROWTH` times as many
+_LOOK_GROWTH = 8
+
+
+def _json_value_end(text: str, pos: int) -> int | None:
+    """`value_end` of a value that JSON reads (Python's names spelled as JSON's) and that a `,` or a
+    closer follows, or the end of the text: None where that is not so. Such a value is one
+    expression with the same strings and brackets to Python (a JSON string holds no triple quote
+    and reads to the same end), so it ends where jiter says what follows it starts. The names are
+    respelled everywhere, strings too: they are as long as JSON's and hold no quote or bracket.
+    Cost: jiter looks at the value at native speed; where the text shown ends first it is shown
+    `_LOOK_GROWTH` times as much, so a value is read about 1.15 times and at most its length times
+    `_LOOK_GROWTH` plus `_FIRST_LOOK` characters are copied."""
+    size = _FIRST_LOOK
+    while True:
+        shown = text[pos:pos + size]
+        whole = pos + size >= len(text)
+        shown = shown.replace("True", "true").replace("False", "false").replace("None", "null")
+        try:
+            jiter.from_json(shown.encode(), cache_mode="none")
+        except ValueError as error:  # a raw lone surrogate too (UnicodeEncodeError)
+            after = trailing_at(error, shown, 0, len(shown))
+            if after is not None:
+                return pos + after if shown[after] in ",)]}" else None
+            if whole or not str(error).startswith("EOF while parsing"):
+                return None
+        else:
+            if whole:
+                return len(text)
+        size *= _LOOK_GROWTH
+
+
+def _scanned_value_end(text: str, pos: int, raw_single_quotes: bool) -> int | None:
+    """`value_end` by regular expressions. Cost: at the top and one level in, one match takes all
+    the text whose brackets close within `_LEVELS` levels (`balanced`); deeper, one regex jump per
+    quote or bracket. Brackets a match gave up are then stepped through before the next match, so
+    a character is looked at a bounded number of times."""
     top, inside = _VALUE_TEXT[raw_single_quotes]
     depth = 0
     i = pos

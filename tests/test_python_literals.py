@@ -17,9 +17,12 @@ from streamparse.python_literals import (
     _as_json_names,
     _ast_literal,
     _json_name,
+    _json_value_end,
     _name_in_a_string,
+    _scanned_value_end,
     literal,
     literal_json,
+    value_end,
 )
 from streamparse.strict_json import json_text
 
@@ -207,3 +210,27 @@ def test_the_value_written_by_json_dumps_is_its_own_json_text() -> None:
 def test_a_name_is_found_inside_a_string_or_not(strings: int, last: str, inside: bool) -> None:
     text = "{" + ", ".join(f'"k{i}": "v"' for i in range(strings)) + ", " + last + "}"
     assert _name_in_a_string(text) is inside
+
+
+JSON_LIKE = st.one_of(VALUES.map(lambda value: python_names(json.dumps(value))),
+                      VALUES.map(lambda value: json.dumps(value, ensure_ascii=False, indent=1)),
+                      st.builds(str.__add__, st.sampled_from(["[", "{", '"']), NEAR))
+AFTER = st.sampled_from(["", ",", ", b=1)", ")", "]", "}", " \n ,", "\t)", " x", " 'a'", '"b"', " + 1", "\x0c,",
+                         "\ud800,", "é)", "(1)", '""")', "'''"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_LIKE, AFTER, st.booleans(), st.sampled_from(["", "f(a=", " "]))
+def test_a_value_ends_where_the_scan_ends_it(value: str, after: str, raw: bool, before: str) -> None:
+    """jiter's look through a JSON value ends it where the regular expressions do, whatever follows."""
+    text = before + value + after
+    assert value_end(text, len(before), raw) == _scanned_value_end(text, len(before), raw), text
+
+
+@pytest.mark.parametrize("size", [10, 1000, 1030, 9000, 70_000])  # past one look, and past several
+def test_a_long_value_is_looked_through_as_often_as_needed(size: int) -> None:
+    value = json.dumps({"k": ["x" * 7] * (size // 10), "s": "é\\n" * (size // 3), "n": None}).replace("null", "None")
+    for after, end in (("", len(value)), (", b=2)", len(value)), ("\n  )", len(value) + 3)):
+        assert _json_value_end(value + after, 0) == end
+    assert _json_value_end(value + " x)", 0) is None  # more than one expression: the scan's
+    assert _json_value_end(value[:-1], 0) is None  # does not close
