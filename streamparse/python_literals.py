@@ -118,22 +118,26 @@ def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | Non
 _JSON_OPENERS = ("[", "{", '"')
 _FIRST_LOOK = 1024  # characters jiter is first shown; each next look shows `_LOOK_GROWTH` times as many
 _LOOK_GROWTH = 16
+_RESPELLED_GROWTH = 4  # where names are respelled the text shown past the value costs more: it grows slower
 
 
 def _json_value_end(text: str, pos: int) -> int | None:
     """`value_end` of a value that JSON reads (Python's names spelled as JSON's) and that a `,` or a
     closer follows, or the end of the text: None where that is not so. Such a value is one
     expression with the same strings and brackets to Python (a JSON string holds no triple quote
-    and reads to the same end), so it ends where jiter says what follows it starts. The names are
-    respelled everywhere, strings too: they are as long as JSON's and hold no quote or bracket.
+    and reads to the same end), so it ends where jiter says what follows it starts. Once jiter
+    refuses text that holds one of Python's names, the names are respelled everywhere, strings
+    too: they are as long as JSON's and hold no quote or bracket.
     Cost: jiter looks at the value at native speed; where the text shown ends first it is shown
     `_LOOK_GROWTH` times as much, so a value is read about 1.07 times and at most its length times
-    `_LOOK_GROWTH` plus `_FIRST_LOOK` characters are copied."""
+    `_LOOK_GROWTH` plus `_FIRST_LOOK` characters are copied (where names are respelled, growing
+    `_RESPELLED_GROWTH` times: read about 1.33 times, and copied at most its length times that)."""
     size = _FIRST_LOOK
+    respelled = False
     while True:
         shown = text[pos:pos + size]
         whole = pos + size >= len(text)
-        if shown[0] != '"':  # a string alone has no names outside it
+        if respelled:
             shown = shown.replace("True", "true").replace("False", "false").replace("None", "null")
         try:
             jiter.from_json(shown.encode(), cache_mode="none")
@@ -141,12 +145,17 @@ def _json_value_end(text: str, pos: int) -> int | None:
             after = trailing_at(error, shown, 0, len(shown))
             if after is not None:
                 return pos + after if shown[after] in ",)]}" else None
-            if whole or not str(error).startswith("EOF while parsing"):
+            if not str(error).startswith("EOF while parsing"):
+                if respelled or ("True" not in shown and "False" not in shown and "None" not in shown):
+                    return None
+                respelled = True  # the same text again, its names spelled as JSON's
+                continue
+            if whole:
                 return None
         else:
             if whole:
                 return len(text)
-        size *= _LOOK_GROWTH
+        size *= _RESPELLED_GROWTH if respelled else _LOOK_GROWTH
 
 
 def _scanned_value_end(text: str, pos: int, raw_single_quotes: bool) -> int | None:

@@ -233,4 +233,7 @@ def test_a_long_value_is_looked_through_as_often_as_needed(size: int) -> None:
     for after, end in (("", len(value)), (", b=2)", len(value)), ("\n  )", len(value) + 3)):
         assert _json_value_end(value + after, 0) == end
     assert _json_value_end(value + " x)", 0) is None  # more than one expression: the scan's
+    plain = value.replace("None", "1")  # no names in the value, names after it: shown as written
+    assert _json_value_end(plain + ", b=True, c=None)", 0) == len(plain)
+    assert _json_value_end(plain.replace("1}", "Nonesuch}"), 0) is None  # a name's look-alike
     assert _json_value_end(value[:-1], 0) is None  # does not close
