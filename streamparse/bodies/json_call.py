@@ -264,6 +264,8 @@ class JsonCall:
         """The call one call object's members make, by the format's key map."""
         if self.named_by_key:
             return call_named_by_key(members)
+        if not self.id_keys:  # no id to read (`call_of` would find none)
+            return call_from_members(members, self.name_keys, self.argument_keys)
         return call_of(members, self.id_keys, self.name_keys, self.argument_keys, self.numeric_ids)
 
     def _read_separated(self, body: str, complete: bool, start: int, decoded: Decoded | None) -> list[CallResult]:
