@@ -156,7 +156,8 @@ def test_options_that_differ_give_their_own_state() -> None:
 
 
 def test_many_options_evict_the_oldest_state_and_stay_correct() -> None:
-    made = [Options(format="hermes", id_factory=lambda k, n=n: f"o{n}_{k}") for n in range(3 * engine_parser._FIXED_SIZE)]
+    count = 3 * engine_parser._FIXED_SIZE
+    made = [Options(format="hermes", id_factory=lambda k, n=n: f"o{n}_{k}") for n in range(count)]
     for n, options in enumerate(made):
         parser = StreamParser.from_options(options)
         parser.feed(_TEXT)

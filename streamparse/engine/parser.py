@@ -88,6 +88,7 @@ class StreamParser:
     _lead_pending: bool
     _spaced: frozenset[str]
     _previous: str
+    _whole_of: dict[str, Callable[[str, int], tuple[list[CallResult], int, int] | None]]
     _input: Utf8Input
     _output: Output
     _settler: Settler
@@ -385,7 +386,7 @@ class StreamParser:
             elif found in self._spaced and not (text[at - 1] if at else self._previous or " ").isspace():
                 self._output.emit_text(region, found)  # not after whitespace: a word of the content
             elif found not in self._sets.framing:
-                return match.end() - self._open(found, _CONTENT, at)
+                return self._enter(found, _CONTENT, at, text, match.end())
         elif found in self._reasoning_closers:
             region.drop_pending()
             self._output.release(region)
@@ -402,9 +403,9 @@ class StreamParser:
                 region.drop_pending()
                 self._output.release(region)
             self._mode = _CONTENT
-            return match.end() - self._open(found, _CONTENT, at)
+            return self._enter(found, _CONTENT, at, text, match.end())
         else:
-            return match.end() - self._open(found, _REASONING, at)  # tool_calls_in_reasoning="extract"
+            return self._enter(found, _REASONING, at, text, match.end())  # tool_calls_in_reasoning="extract"
         return match.end()
 
     def _after_reasoning(self, region: Region, text: str, pos: int) -> int | None:
@@ -431,6 +432,39 @@ class StreamParser:
         return None
 
     # ----------------------------------------------------------------- wrappers and envelopes
+
+    def _enter(self, opener: str, return_mode: str, at: int, text: str, end: int) -> int:
+        """The wrapper or envelope `opener` opens at `text[at:end]`: where reading goes on. An
+        envelope whose body kind reads it whole from here (`spec.WholeBody`) is settled at once."""
+        whole = self._whole_of.get(opener)
+        if whole is not None:
+            done = self._whole_envelope(whole, opener, return_mode, at, text, end)
+            if done is not None:
+                return done
+        return end - self._open(opener, return_mode, at)
+
+    def _whole_envelope(self, whole: Callable[[str, int], tuple[list[CallResult], int, int] | None], opener: str,
+                        return_mode: str, at: int, text: str, end: int) -> int | None:
+        """An envelope read whole (`_enter`): where its closer ends, or None to read it as it streams."""
+        spec = self._openers_to_envelope[opener]
+        lead = spec.body_lead
+        start = end - lead
+        try:
+            found = whole(text, start)
+        except Exception:  # a reader bug: the scanner and the kind's parse read it again, and say what is wrong
+            found = None
+        if found is None:
+            return None
+        results, body_end, closer_end = found
+        wrapped = self._mode == _WRAPPER
+        if not wrapped:
+            self._return_mode = return_mode
+        self._scanned += body_end - start
+        finished = Envelope(opener[:-lead] if lead else opener, text[start:body_end], text[body_end:closer_end],
+                            True, wrapped)
+        self._settler.settle(results, finished, self._base + at)
+        self._after_envelope(wrapped, complete=True)
+        return closer_end
 
     def _open(self, opener: str, return_mode: str, at: int) -> int:
         """Open the wrapper or envelope `opener` names; `at` is where it starts in `text`. Returns how
@@ -503,7 +537,7 @@ class StreamParser:
             if not wrapper.calls:
                 self._reject_wrapper_text(["text inside the call block that is not a call"], INVALID_JSON,
                                           only_if_text=True)
-            return match.end() - self._open(found, self._return_mode, match.start())
+            return self._enter(found, self._return_mode, match.start(), text, match.end())
         return match.end()
 
     def _wrapper_text(self, text: str) -> None:
@@ -626,7 +660,11 @@ class StreamParser:
         elif not results and not (envelope.spec.no_call_is_framing and not envelope.too_long):
             results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
         self._settler.settle(results, finished, envelope.position)
-        if envelope.wrapped and self._wrapper is not None:
+        self._after_envelope(envelope.wrapped, complete)
+
+    def _after_envelope(self, wrapped: bool, complete: bool) -> None:
+        """Back to the wrapper or region the envelope was opened in."""
+        if wrapped and self._wrapper is not None:
             self._wrapper.calls += 1
             self._mode = _WRAPPER
         else:
@@ -757,6 +795,11 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
         # before the text being read (the last one of the previous chunk's, "" at the start).
         "_spaced": full.spaced_openers,
         "_previous": "",
+        # The body kinds that read an envelope found whole (`spec.WholeBody`), by opener: only where
+        # the body needs no per-piece work (`_plain_body`).
+        "_whole_of": {opener: whole for opener, envelope in full.envelope_of.items()
+                      if (whole := getattr(envelope.body, "whole", None)) is not None}
+        if not progressive and options.max_call_chars is None and not require_special else {},
     }
     made = (options, state)
     with _FIXED_LOCK:
