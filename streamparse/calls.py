@@ -38,8 +38,15 @@ def members_of(text: str, pos: int, end: int, value: dict[str, Any]) -> list[tup
     one regex match where it has no escapes (else read by the C string scanner); strings and
     scalars are stepped over; a container's end is the object's own end when it is the last member,
     is found walking back over the scalar members after it, and only otherwise by the C decoder."""
-    members: list[tuple[str, Any, str]] = []
     count = len(value)
+    if count == 2:  # the common call object, `{"name": "…", "arguments": {…}}`: one match, no loop
+        pair = _STRING_THEN_KEY.match(text, pos)
+        if pair is not None:
+            first, second = pair.group(1, 3)
+            if first != second and first in value and second in value:  # (escaped keys: no match)
+                return [(first, value[first], pair.group(2)),
+                        (second, value[second], text[pair.end():space_back(text, pair.end(), end - 1)])]
+    members: list[tuple[str, Any, str]] = []
     key_at = _FIRST_KEY
     for index in range(count):
         found = key_at.match(text, pos)
@@ -69,6 +76,12 @@ def members_of(text: str, pos: int, end: int, value: dict[str, Any]) -> list[tup
 # the `:` after it, when the key has no escapes (its text is then the key); else where it opens.
 _FIRST_KEY = re.compile(r'\{[ \t\n\r]*"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*')
 _NEXT_KEY = re.compile(r'[ \t\n\r]*,[ \t\n\r]*"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*')
+# An object's first member, when its value is a string, up to the second member's value: the two keys
+# (groups 1 and 3, without escapes) and the first value's text (group 2). The object is strict JSON
+# already (jiter read it), so a string is `"`, then characters that are not `"` or `\\`, or a
+# backslash and the character it escapes, then `"` (unrolled: no backtracking).
+_STRING_THEN_KEY = re.compile(r'\{[ \t\n\r]*"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*")'
+                              r'[ \t\n\r]*,[ \t\n\r]*"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*')
 _KEY_START = re.compile(r'[ \t\n\r]*[{,][ \t\n\r]*"')
 _SCALAR = re.compile(r"[-+.0-9eE]+|true|false|null")
 _SCALAR_CHARS = frozenset("-+.0123456789eEtruefalsn")
@@ -141,6 +154,11 @@ def call_from_members(members: list[tuple[str, Any, str]], name_keys: tuple[str,
 
     A member written twice, or two argument keys, reject the call: which one the model meant is
     unclear, and a stream that already sent the first could not take it back."""
+    if len(members) == 2:  # the common call object: its name, then its arguments object
+        (first, name, _), (second, arguments, raw) = members
+        if (first in name_keys and second in argument_keys and first not in argument_keys
+                and name.__class__ is str and name.strip() and arguments.__class__ is dict):
+            return ParsedCall(name, arguments, raw, call_id)
     fields = {key: (value, raw) for key, value, raw in members}
     present = [key for key in argument_keys if key in fields]
     if len(present) > 1:

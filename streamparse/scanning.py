@@ -199,7 +199,7 @@ def _outside_pattern(strings: tuple[str, ...], structure: str = _STRUCTURE) -> r
 
 
 @lru_cache(maxsize=256)
-def _json_scanner_parts(closers: tuple[str, ...], stops: tuple[str, ...]) -> tuple[
+def json_scanner_parts(closers: tuple[str, ...], stops: tuple[str, ...]) -> tuple[
         frozenset[str], Delimiters, re.Pattern[str]]:
     """A `JsonAwareScanner`'s closers, delimiters and outside-strings pattern, built once per
     closers and stops (a scanner is made per envelope)."""
@@ -236,7 +236,7 @@ class JsonAwareScanner:
 
     def __init__(self, closers: Iterable[str], stops: Iterable[str] = (), end_at_value: bool = False,
                  read: ValueReader | None = None, ends_before: tuple[str, ...] = ()) -> None:
-        self._closers, self._delimiters, self._outside = _json_scanner_parts(tuple(closers), tuple(stops))
+        self._closers, self._delimiters, self._outside = json_scanner_parts(tuple(closers), tuple(stops))
         self._ends_before = delimiters_of(ends_before) if ends_before else None
         # Granite's `<|tool_call|>[…]`, Llama 3's bare call objects: what follows is the region's.
         self._end_at_value = end_at_value

@@ -175,6 +175,17 @@ class BodyKind(Protocol):
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]: ...
 
 
+class WholeBody(Protocol):
+    """A body kind that can also read an envelope found whole in the text in view (its body and
+    closer), without a scanner: the engine's shortcut where nothing streams (`parse()`, and a chunk
+    that holds a whole call), taken only where its reading is the scanner's and `parse`'s."""
+
+    def whole(self, text: str, pos: int) -> tuple[list[CallResult], int, int] | None:
+        """The calls of the envelope whose body starts at `text[pos]`, where its body ends and where
+        its closer does; None where the kind does not read this body so (the scanner then does)."""
+        ...
+
+
 @dataclass(frozen=True)
 class EnvelopeSpec:
     """One kind of call envelope: its opening strings, and the body kind that reads what follows."""

@@ -125,7 +125,8 @@ def decode_exact(text: str, start: int, end: int, keys_checked: bool = False, ov
 # mapped to their shapes at C speed (each digit `0`, `e` and `E` to `e`, `+` dropped, anything else
 # a space) and the shapes searched for those two literals.
 _SHAPES = bytes(ord("0") if b in b"0123456789" else ord("e") if b in b"eE" else ord(" ") for b in range(256))
-_EXPONENT, _DIGIT_RUN = b"0e000", b"0" * 200
+_RUN = 200
+_EXPONENT, _DIGIT_RUN = b"0e000", b"0" * _RUN
 _WALK_BUDGET = 16  # values looked at before the text is searched instead
 _SHORT = 1024  # bytes of text searched rather than walked at all
 
@@ -145,7 +146,7 @@ def _overflows(value: Any, data: bytes) -> bool:
         if found is not None:
             return found
     shapes = data.translate(_SHAPES, b"+")
-    if _EXPONENT not in shapes and _DIGIT_RUN not in shapes:
+    if _EXPONENT not in shapes and (len(data) < _RUN or _DIGIT_RUN not in shapes):
         return False
     return bool(_infinity_in(value, -1))
 

@@ -55,7 +55,17 @@ from ..calls import (
 from ..grammar import ValueNode, load_grammar, rule_regex
 from ..grammar_ir import SPACE, Json, Lit, Repeat, alt, any_of, exact_object, seq
 from ..json_reader import broken_before_end
-from ..scanning import MEMBERS, Decoded, JsonAwareScanner, Marks, ValueReader, WalkSource, decoded_at, marks_of
+from ..scanning import (
+    MEMBERS,
+    Decoded,
+    JsonAwareScanner,
+    Marks,
+    ValueReader,
+    WalkSource,
+    decoded_at,
+    json_scanner_parts,
+    marks_of,
+)
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
 from ..strict_json import DECODER, decode_exact, overflows, space_back, strict_loads, strict_value, value_end
 from ..types import INVALID_JSON, TRUNCATED
@@ -223,6 +233,30 @@ class JsonCall:
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> JsonObjectCallStreamer:
         return JsonObjectCallStreamer(self, marks_of(scanner, MEMBERS))
 
+    def whole(self, text: str, pos: int) -> tuple[list[CallResult], int, int] | None:
+        """`spec.WholeBody`: the calls of an envelope whose body starts at `text[pos]` and whose
+        closer is in `text` too, when the body is one call object and JSON whitespace (the common
+        case: a whole envelope in one chunk, as `parse()` has them all), with where the body ends
+        and where the closer does; None for anything else, which the scanner and `parse` read.
+
+        The same reading as theirs: the first closer or stop outside JSON strings is the first one
+        in the text when only whitespace and one complete strict object come before it (a closer
+        inside one of its strings would have cut it short), and the object's members are what
+        `parse` would read there."""
+        if self.end_at_value or self.call_list or self.separated:
+            return None
+        closers, delimiters, _ = json_scanner_parts(self.closers, self.stops)
+        found = delimiters.search(text, pos)
+        if found is None or found.group() not in closers:
+            return None
+        start = _skip_space(text, pos)
+        limit = found.start()
+        read = object_members(text, start, limit) if text.startswith("{", start) else None
+        if read is None or _skip_space(text, read[1]) != limit:
+            return None
+        results = self._calls(read[0])
+        return (results, limit, found.end()) if results else None
+
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         body = envelope.body
         if not body or body.isspace():
@@ -264,6 +298,8 @@ class JsonCall:
         """The call one call object's members make, by the format's key map."""
         if self.named_by_key:
             return call_named_by_key(members)
+        if not self.id_keys:  # no id to read (`call_of` would find none)
+            return call_from_members(members, self.name_keys, self.argument_keys)
         return call_of(members, self.id_keys, self.name_keys, self.argument_keys, self.numeric_ids)
 
     def _read_separated(self, body: str, complete: bool, start: int, decoded: Decoded | None) -> list[CallResult]:

@@ -13,8 +13,9 @@ The parser is in one mode at a time; `READERS` names the reader of each mode. A 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import regex  # type: ignore[import-untyped]
 
@@ -22,7 +23,7 @@ from ..options import OptionFields, Options, ToolsLike, make_options
 from ..registry import get_format
 from ..scanning import ScanResult, hold_merged
 from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, ParsedCall, Rejection, WrapperSpec
-from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token
+from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token, made_message
 from ..validation import ToolSet
 from . import messages
 from .anchors import ANCHOR, TRAILING, Anchors
@@ -48,6 +49,53 @@ class StreamParser:
 
     READERS: ClassVar[dict[str, Reader]]
 
+    # Set by `_setup` from `_fixed_state` (one `__dict__` update), then by the readers.
+    options: Options
+    _spec: FormatSpec
+    _progressive: bool
+    _max_call_chars: int | None
+    _full: DelimiterSets
+    _openers_to_envelope: dict[str, EnvelopeSpec]
+    _openers_to_wrapper: dict[str, WrapperSpec]
+    _closer_of: dict[str, str]
+    _all_reasoning_closers: tuple[str, ...]
+    _calls_end_reasoning: bool
+    _answer_opener: str
+    _answer_closer: str
+    _specials: frozenset[str]
+    _ordinary: DelimiterSets
+    _sets: DelimiterSets
+    _look_alikes: LookAlikes | None
+    _tools: ToolSet
+    _closed: bool
+    _message: Message | None
+    _mode: str
+    _forced: bool
+    _deferred: bool
+    _carry: str
+    _received: int
+    _reasoning_closers: tuple[str, ...]
+    _absorb: bool
+    _answer_expected: bool
+    _answer_open: bool
+    _scanned: int
+    _view: str
+    _return_mode: str
+    _wrapper: OpenWrapper | None
+    _envelope: OpenEnvelope | None
+    _plain_body: bool
+    _lead: Any | None  # a `regex` pattern (the module has no types)
+    _lead_pending: bool
+    _spaced: frozenset[str]
+    _previous: str
+    _whole_of: dict[str, Callable[[str, int], tuple[list[CallResult], int, int] | None]]
+    _input: Utf8Input
+    _output: Output
+    _settler: Settler
+    _messages: messages.MessageState | None
+    _anchored: Anchors | None
+    _base: int
+
     def __init__(
         self,
         format: str = "hermes",
@@ -67,75 +115,22 @@ class StreamParser:
         return parser
 
     def _setup(self, options: Options) -> None:
-        self.options = options
-        spec: FormatSpec = get_format(options.format)
-        self._spec = spec
-        self._progressive = options.emit_calls == "progressive"
-        self._max_call_chars = options.max_call_chars
-        require_special = options.special_tokens == "require"
-        if require_special and not spec.special:
-            raise ValueError(f"format {spec.name!r} declares no special tokens, so token-aware mode cannot "
-                             "tell its delimiters from text; use special_tokens='ignore'")
-        extract = options.tool_calls_in_reasoning == "extract"
-        self._full = full = delimiter_sets(spec, extract, frozenset())  # built once per format
-        self._openers_to_envelope: dict[str, EnvelopeSpec] = full.envelope_of
-        self._openers_to_wrapper: dict[str, WrapperSpec] = full.wrapper_of
-        self._closer_of = full.closer_of
-        self._all_reasoning_closers = full.reasoning_closers
-        self._calls_end_reasoning = spec.calls_end_reasoning
-        # `FormatSpec.framing_after_reasoning`: Granite's `<response>` / `</response>` ("" when none).
-        self._answer_opener, self._answer_closer = spec.framing_after_reasoning or ("", "")
-        self._specials = frozenset(spec.special) if require_special else frozenset()
-        self._ordinary = delimiter_sets(spec, extract, self._specials) if self._specials else self._full
-        self._sets: DelimiterSets = self._ordinary
-        self._look_alikes = LookAlikes(self._specials) if self._specials else None
-
+        fixed = _FIXED.get(id(options))
+        if fixed is None or fixed[0] is not options:
+            fixed = _fixed_state(options)
+        self.__dict__.update(fixed[1])  # what depends on the options only, and the starting state
+        spec = self._spec
         self._input = Utf8Input()
-        self._closed = False
-        self._message: Message | None = None
-        self._output = Output()
-        put_back = self._put_back if options.on_rejected == "content" else None
-        self._tools = ToolSet(options.tools)
-        self._settler = Settler(self._tools, options.id_factory or spec.id_factory, self._progressive,
-                                self._output, put_back)
-
-        self._mode = _START
-        self._forced = options.thinking_forced_open or (
-            options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
+        self._output = output = Output()
         # Forced-open reasoning that must close to be reasoning waits for its closer (Nemotron v2).
-        self._output.reasoning.deferred = self._forced and spec.forced_reasoning_needs_closer
-        self._carry = ""  # held back: it could still start a delimiter
-        self._received = 0  # characters received so far (after decoding): positions for the log
-        self._reasoning_closers: tuple[str, ...] = self._all_reasoning_closers
-        self._absorb = False  # a bare call just ended: a wrapper closer after whitespace is its own
-        self._answer_expected = False  # reasoning just closed: an answer opener may follow (framing)
-        self._answer_open = False  # an answer opener was framing: its closer is framing too
-        self._scanned = 0  # characters looked at, re-looks at held-back text included
-        self._view = ""  # the text envelope scanners see (look-alikes blanked in token-aware mode)
-        self._return_mode = _CONTENT  # the region a wrapper or envelope was opened in
-        self._wrapper: OpenWrapper | None = None
-        self._envelope: OpenEnvelope | None = None
+        output.reasoning.deferred = self._deferred
+        put_back = self._put_back if options.on_rejected == "content" else None
+        self._settler = Settler(self._tools, options.id_factory or spec.id_factory, self._progressive,
+                                output, put_back)
         # Headed messages (`FormatSpec.messages`): the message readers take over from the start reader.
         self._messages = messages.MessageState(spec.messages) if spec.messages is not None else None
-        if self._messages is not None:
-            self._mode = messages.OUTSIDE
-        # Envelope bodies need no per-piece bookkeeping (fast path in feed): no streamer, no limit,
-        # no look-alikes to blank out.
-        self._plain_body = not self._progressive and self._max_call_chars is None and not require_special
         # Envelopes recognised by position and pattern (`FormatSpec.anchors`, `anchors.py`).
         self._anchored = Anchors(spec) if spec.anchors else None
-        if spec.reasoning_always_open:
-            self._forced = True
-            self._output.reasoning.deferred = spec.forced_reasoning_needs_closer
-        # `FormatSpec.reasoning_lead`: framing after a reasoning opener, matched once it was read.
-        self._lead = regex.compile(spec.reasoning_lead) if spec.reasoning_lead else None
-        self._lead_pending = False
-        if not spec.reasoning or spec.ignores_forced_open:  # a format without reasoning ignores thinking_forced_open
-            self._forced = False
-        # Openers that count only after whitespace (`EnvelopeSpec.after_space`), and the character
-        # before the text being read (the last one of the previous chunk's, "" at the start).
-        self._spaced = full.spaced_openers
-        self._previous = ""
 
     # ----------------------------------------------------------------- public API
 
@@ -215,12 +210,8 @@ class StreamParser:
         self._closed = True
         self._finish()
         output = self._output
-        self._message = Message(
-            content="".join(output.content.parts),
-            reasoning="".join(output.reasoning.parts),
-            tool_calls=list(self._settler.calls),
-            rejected=list(self._settler.rejected),
-        )
+        self._message = made_message("".join(output.content.parts), "".join(output.reasoning.parts),
+                                     list(self._settler.calls), list(self._settler.rejected))
         return output.take()
 
     def _parse(self, text: str | bytes | Sequence[Token]) -> Message:
@@ -395,7 +386,7 @@ class StreamParser:
             elif found in self._spaced and not (text[at - 1] if at else self._previous or " ").isspace():
                 self._output.emit_text(region, found)  # not after whitespace: a word of the content
             elif found not in self._sets.framing:
-                return match.end() - self._open(found, _CONTENT, at)
+                return self._enter(found, _CONTENT, at, text, match.end())
         elif found in self._reasoning_closers:
             region.drop_pending()
             self._output.release(region)
@@ -412,9 +403,9 @@ class StreamParser:
                 region.drop_pending()
                 self._output.release(region)
             self._mode = _CONTENT
-            return match.end() - self._open(found, _CONTENT, at)
+            return self._enter(found, _CONTENT, at, text, match.end())
         else:
-            return match.end() - self._open(found, _REASONING, at)  # tool_calls_in_reasoning="extract"
+            return self._enter(found, _REASONING, at, text, match.end())  # tool_calls_in_reasoning="extract"
         return match.end()
 
     def _after_reasoning(self, region: Region, text: str, pos: int) -> int | None:
@@ -441,6 +432,39 @@ class StreamParser:
         return None
 
     # ----------------------------------------------------------------- wrappers and envelopes
+
+    def _enter(self, opener: str, return_mode: str, at: int, text: str, end: int) -> int:
+        """The wrapper or envelope `opener` opens at `text[at:end]`: where reading goes on. An
+        envelope whose body kind reads it whole from here (`spec.WholeBody`) is settled at once."""
+        whole = self._whole_of.get(opener)
+        if whole is not None:
+            done = self._whole_envelope(whole, opener, return_mode, at, text, end)
+            if done is not None:
+                return done
+        return end - self._open(opener, return_mode, at)
+
+    def _whole_envelope(self, whole: Callable[[str, int], tuple[list[CallResult], int, int] | None], opener: str,
+                        return_mode: str, at: int, text: str, end: int) -> int | None:
+        """An envelope read whole (`_enter`): where its closer ends, or None to read it as it streams."""
+        spec = self._openers_to_envelope[opener]
+        lead = spec.body_lead
+        start = end - lead
+        try:
+            found = whole(text, start)
+        except Exception:  # a reader bug: the scanner and the kind's parse read it again, and say what is wrong
+            found = None
+        if found is None:
+            return None
+        results, body_end, closer_end = found
+        wrapped = self._mode == _WRAPPER
+        if not wrapped:
+            self._return_mode = return_mode
+        self._scanned += body_end - start
+        finished = Envelope(opener[:-lead] if lead else opener, text[start:body_end], text[body_end:closer_end],
+                            True, wrapped)
+        self._settler.settle(results, finished, self._base + at)
+        self._after_envelope(wrapped, complete=True)
+        return closer_end
 
     def _open(self, opener: str, return_mode: str, at: int) -> int:
         """Open the wrapper or envelope `opener` names; `at` is where it starts in `text`. Returns how
@@ -513,7 +537,7 @@ class StreamParser:
             if not wrapper.calls:
                 self._reject_wrapper_text(["text inside the call block that is not a call"], INVALID_JSON,
                                           only_if_text=True)
-            return match.end() - self._open(found, self._return_mode, match.start())
+            return self._enter(found, self._return_mode, match.start(), text, match.end())
         return match.end()
 
     def _wrapper_text(self, text: str) -> None:
@@ -636,7 +660,11 @@ class StreamParser:
         elif not results and not (envelope.spec.no_call_is_framing and not envelope.too_long):
             results = [Rejection(TRUNCATED if not complete else INVALID_JSON, ["no call in the envelope"])]
         self._settler.settle(results, finished, envelope.position)
-        if envelope.wrapped and self._wrapper is not None:
+        self._after_envelope(envelope.wrapped, complete)
+
+    def _after_envelope(self, wrapped: bool, complete: bool) -> None:
+        """Back to the wrapper or region the envelope was opened in."""
+        if wrapped and self._wrapper is not None:
             self._wrapper.calls += 1
             self._mode = _WRAPPER
         else:
@@ -696,6 +724,94 @@ class StreamParser:
             self._leave_wrapper()
         if self._output.reasoning.deferred:  # forced-open reasoning that never closed: the answer
             self._output.hand_over(self._output.reasoning, self._output.content)
+
+
+def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
+    """A parser's attributes that depend on its options only, with the state every parser starts
+    in: worked out once per `Options` (a server or a loop of `parse()` calls shares one) and set
+    with one `__dict__` update. Kept for the last `_FIXED_SIZE` options, with the options
+    themselves (so that an id is not reused while it is a key)."""
+    spec: FormatSpec = get_format(options.format)
+    require_special = options.special_tokens == "require"
+    if require_special and not spec.special:
+        raise ValueError(f"format {spec.name!r} declares no special tokens, so token-aware mode cannot "
+                         "tell its delimiters from text; use special_tokens='ignore'")
+    extract = options.tool_calls_in_reasoning == "extract"
+    full = delimiter_sets(spec, extract, frozenset())  # built once per format
+    specials = frozenset(spec.special) if require_special else frozenset()
+    ordinary = delimiter_sets(spec, extract, specials) if specials else full
+    progressive = options.emit_calls == "progressive"
+    forced = options.thinking_forced_open or (
+        options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
+    deferred = forced and spec.forced_reasoning_needs_closer
+    if spec.reasoning_always_open:
+        forced = True
+        deferred = spec.forced_reasoning_needs_closer
+    if not spec.reasoning or spec.ignores_forced_open:  # a format without reasoning ignores thinking_forced_open
+        forced = False
+    # `FormatSpec.framing_after_reasoning`: Granite's `<response>` / `</response>` ("" when none).
+    answer_opener, answer_closer = spec.framing_after_reasoning or ("", "")
+    state: dict[str, Any] = {
+        "options": options,
+        "_spec": spec,
+        "_progressive": progressive,
+        "_max_call_chars": options.max_call_chars,
+        "_full": full,
+        "_openers_to_envelope": full.envelope_of,
+        "_openers_to_wrapper": full.wrapper_of,
+        "_closer_of": full.closer_of,
+        "_all_reasoning_closers": full.reasoning_closers,
+        "_calls_end_reasoning": spec.calls_end_reasoning,
+        "_answer_opener": answer_opener,
+        "_answer_closer": answer_closer,
+        "_specials": specials,
+        "_ordinary": ordinary,
+        "_sets": ordinary,
+        "_look_alikes": LookAlikes(specials) if specials else None,
+        "_tools": ToolSet(options.tools),  # (holds nothing that changes: shared)
+        "_closed": False,
+        "_message": None,
+        "_mode": messages.OUTSIDE if spec.messages is not None else _START,
+        "_forced": forced,
+        "_deferred": deferred,
+        "_carry": "",  # held back: it could still start a delimiter
+        "_received": 0,  # characters received so far (after decoding): positions for the log
+        "_reasoning_closers": full.reasoning_closers,
+        "_absorb": False,  # a bare call just ended: a wrapper closer after whitespace is its own
+        "_answer_expected": False,  # reasoning just closed: an answer opener may follow (framing)
+        "_answer_open": False,  # an answer opener was framing: its closer is framing too
+        "_scanned": 0,  # characters looked at, re-looks at held-back text included
+        "_view": "",  # the text envelope scanners see (look-alikes blanked in token-aware mode)
+        "_return_mode": _CONTENT,  # the region a wrapper or envelope was opened in
+        "_wrapper": None,
+        "_envelope": None,
+        # Envelope bodies need no per-piece bookkeeping (fast path in feed): no streamer, no limit,
+        # no look-alikes to blank out.
+        "_plain_body": not progressive and options.max_call_chars is None and not require_special,
+        # `FormatSpec.reasoning_lead`: framing after a reasoning opener, matched once it was read.
+        "_lead": regex.compile(spec.reasoning_lead) if spec.reasoning_lead else None,
+        "_lead_pending": False,
+        # Openers that count only after whitespace (`EnvelopeSpec.after_space`), and the character
+        # before the text being read (the last one of the previous chunk's, "" at the start).
+        "_spaced": full.spaced_openers,
+        "_previous": "",
+        # The body kinds that read an envelope found whole (`spec.WholeBody`), by opener: only where
+        # the body needs no per-piece work (`_plain_body`).
+        "_whole_of": {opener: whole for opener, envelope in full.envelope_of.items()
+                      if (whole := getattr(envelope.body, "whole", None)) is not None}
+        if not progressive and options.max_call_chars is None and not require_special else {},
+    }
+    made = (options, state)
+    with _FIXED_LOCK:
+        _FIXED[id(options)] = made
+        while len(_FIXED) > _FIXED_SIZE:
+            del _FIXED[next(iter(_FIXED))]
+    return made
+
+
+_FIXED: dict[int, tuple[Options, dict[str, Any]]] = {}
+_FIXED_SIZE = 64
+_FIXED_LOCK = threading.Lock()
 
 
 StreamParser.READERS = {

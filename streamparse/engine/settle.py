@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..strict_json import encodable
-from ..types import INVALID_JSON, TOO_LONG, Delta, RejectedCall, ToolCall, ToolCallDelta
+from ..types import INVALID_JSON, TOO_LONG, Delta, RejectedCall, ToolCall, ToolCallDelta, made_tool_call
 from ..validation import ToolSet
 from .regions import Output
 
@@ -173,7 +173,7 @@ class Settler:
             delta = ToolCallDelta(index, id=call_id, name=name, arguments=call.arguments_json) if sending else None
         if delta is not None and (delta.id is not None or delta.arguments):
             self._output.push(Delta(tool_calls=[delta]))
-        self.calls.append(ToolCall(call_id, name, call.arguments, call.arguments_json, raw))
+        self.calls.append(made_tool_call(call_id, name, call.arguments, call.arguments_json, raw))
 
     def reject_text(self, status: str, errors: list[str], raw: str, position: int) -> None:
         """Text in a call position that holds no call (an empty or junk call block)."""
