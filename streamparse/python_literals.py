@@ -158,6 +158,63 @@ def _json_value_end(text: str, pos: int) -> int | None:
         size *= _RESPELLED_GROWTH if respelled else _LOOK_GROWTH
 
 
+# What a keyword argument's value written as JSON ends before: an `=` after `, NAME` (the next
+# keyword) or the call's `)` (after a trailing `,` too), a closer of the value before either.
+_BEFORE_KEYWORD = re.compile(r"""[\]}"'][ \t\r\n]*,[ \t\r\n]*[A-Za-z_][A-Za-z0-9_]*[ \t\r\n]*\Z""")
+_BEFORE_CLOSE = re.compile(r"""[\]}"'][ \t\r\n]*(?:,[ \t\r\n]*)?\Z""")
+_KEYWORD_LOOK = 96  # characters before an `=` looked through for its keyword and the value's closer
+_GUESSES = 4  # `=`s and `)`s looked at for where a value ends, before its end is found by reading
+
+
+def read_argument(text: str, pos: int, tried: dict[Any, Any]) -> tuple[int, Any, str] | None:
+    """A call argument written as JSON at `text[pos]` (`literal_json` takes it: jiter, where JSON
+    and Python agree), read where it ends: its end, value and `json_text`. The end is guessed at the
+    first `=` of a next keyword or `)` of the call that a value's closer stands before (one of the
+    first `_GUESSES`), and the text up to it read; None where no guess reads (the caller then finds
+    the end, `value_end`, and reads the value). A JSON value read whole is one expression to Python
+    with the same strings and brackets, so it ends there too.
+    Cost: a find of the next `=` and `)` (C speed), a bounded look before them, and the value read
+    once, with no pass to find its end first. A guess past the value's end (a positional argument
+    follows it) is read once per `tried` (the parse's cache: so each is read once, however many
+    values come before it)."""
+    if text[pos:pos + 1] not in ("[", "{", '"', "'"):
+        return None
+    start = pos + 1
+    for _ in range(_GUESSES):
+        equals, close = _next(text, "=", start, tried), _next(text, ")", start, tried)
+        at = min(equals, close)
+        if at == len(text):
+            return None
+        start = at + 1
+        look = max(pos, at - _KEYWORD_LOOK)
+        before = (_BEFORE_CLOSE if at == close else _BEFORE_KEYWORD).search(text, look, at)
+        if before is None:
+            continue
+        end = before.start() + 1
+        key = ("read_argument", end)
+        if key in tried:
+            return None
+        try:
+            value, written = _as_json(text[pos:end])
+        except _Unsure:
+            tried[key] = True
+            return None
+        return end, value, written
+    return None
+
+
+def _next(text: str, char: str, start: int, found: dict[Any, Any]) -> int:
+    """Where the next `char` at or after `start` is (`len(text)`: none), kept in `found` for every
+    start up to it, so that the text between is searched once."""
+    known = found.get(char)
+    if known is not None and known[0] <= start <= known[1]:
+        return int(known[1])
+    at = text.find(char, start)
+    at = len(text) if at < 0 else at
+    found[char] = (start, at)
+    return at
+
+
 def _scanned_value_end(text: str, pos: int, raw_single_quotes: bool) -> int | None:
     """`value_end` by regular expressions. Cost: at the top and one level in, one match takes all
     the text whose brackets close within `_LEVELS` levels (`balanced`); deeper, one regex jump per
@@ -426,7 +483,11 @@ def _as_json(text: str) -> tuple[Any, str]:
 
 
 def _unpadded(value: Any) -> Any:
+    """The value inside the lists `_JITER_PAD` wrapped around it; `_Unsure` where the text held more
+    than one (`[1], [2]`: a tuple to Python, two items of the innermost list to jiter)."""
     for _ in range(_JITER_PAD):
+        if len(value) != 1:
+            raise _Unsure
         value = value[0]
     return value
 

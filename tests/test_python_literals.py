@@ -22,6 +22,7 @@ from streamparse.python_literals import (
     _scanned_value_end,
     literal,
     literal_json,
+    read_argument,
     value_end,
 )
 from streamparse.strict_json import json_text
@@ -196,6 +197,15 @@ def test_python_names_are_respelled_outside_strings_only(value: Any) -> None:
     assert literal(text) == value
 
 
+def test_values_separated_by_commas_are_a_tuple_not_the_first_value() -> None:
+    """Several JSON values with commas between them are one tuple to Python (read as a list), never the
+    first of them (jiter is shown the text inside lists that bound its depth)."""
+    assert literal("[1], [2]") == [[1], [2]]
+    assert literal('{"a": 1}, {"b": 2}') == [{"a": 1}, {"b": 2}]
+    assert literal("[1] , 2") == [[1], 2]
+    assert literal_json('"a", "b"') == (["a", "b"], None)
+
+
 def test_the_value_written_by_json_dumps_is_its_own_json_text() -> None:
     text = '{"a": [1, 2.5, "x \\"y\\""], "b": {"c": null}, "d": true}'
     assert literal_json(text) == (json.loads(text), text)
@@ -237,3 +247,39 @@ def test_a_long_value_is_looked_through_as_often_as_needed(size: int) -> None:
     assert _json_value_end(plain + ", b=True, c=None)", 0) == len(plain)
     assert _json_value_end(plain.replace("1}", "Nonesuch}"), 0) is None  # a name's look-alike
     assert _json_value_end(value[:-1], 0) is None  # does not close
+
+
+ARGUMENT_AFTER = st.sampled_from([")", ",)", ", b=1)", " , b = [2])", "\n)", "), g(c=1)]", ", {1: 2})", ", b=f(x))",
+                                  ", 'a', b=2)", " + 1, b=2)", "]", "", ", b==2)", '"), b=1)', "'], c=(1))"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(JSON_LIKE, ARGUMENT_AFTER, st.booleans())
+@example('{"k": "x\\"), b=1"}', ", b=2)", False)  # an `=` and a `)` inside a string, before the end
+@example("['a', 'b']", ")", True)
+def test_a_value_read_where_its_end_is_guessed_is_the_one_found_by_its_end(value: str, after: str, raw: bool) -> None:
+    """Where `read_argument` reads a value up to a guessed end, `value_end` ends the value there (up
+    to whitespace) and `literal_json` reads that text to the same value and JSON text."""
+    text = "f(a=" + value + after
+    read = read_argument(text, 4, {})
+    if read is None:
+        return
+    end, got, written = read
+    found = value_end(text, 4, raw)
+    assert found is not None and not text[end:found].strip(), (text, end, found)
+    assert literal_json(text[4:found], raw) == (got, written)
+
+
+def test_an_end_is_guessed_at_the_next_keyword_or_the_calls_close() -> None:
+    text = 'f(a={"x": "y=1)"}, b=[1, True], c="s", d=1)'
+    first = read_argument(text, 4, {})
+    assert first is not None and first[0] == text.index("}, b=") + 1 and first[1] == {"x": "y=1)"}
+    second = read_argument(text, text.index("[1"), {})
+    assert second is not None and second[1:] == ([1, True], "[1, true]")
+    assert read_argument(text, text.index('"s"'), {})[1] == "s"  # type: ignore[index]
+    assert read_argument(text, text.index("1)"), {}) is None  # a number: its end is found by the scan
+    tried: dict[object, object] = {}
+    positional = 'f({"a": 1}, {"b": 2}, k=3)'  # the first guess, past two values, reads to no value
+    assert read_argument(positional, 2, tried) is None and tried
+    assert read_argument(positional, positional.index('{"b"'), tried) is None  # read once only
+    assert read_argument(positional, positional.index('{"b"'), {})[1] == {"b": 2}  # type: ignore[index]

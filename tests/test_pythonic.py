@@ -187,6 +187,10 @@ WORST_BODIES = {
     "deep brackets, then text": lambda n: "[f(a=" + "[" * 12 + "1, " * (n // 3),
     "calls nested past a match": lambda n: "[" + "f(a=[[[[[[[[[[1]]]]]]]]]), " * (n // 27) + "g()]",
     "long values": lambda n: "[" + f"f(a={{'k': [1, \"{'x' * 50}\"]}}, b=True), " * (n // 70) + "g()]",
+    # where a value's end is guessed (`read_argument`): at a keyword past many positional values, and
+    # at `=`s and `)`s inside strings
+    "positional values, then a keyword": lambda n: "[f(" + '{"a": [1]}, ' * (n // 12) + "k={})]",
+    "ends in strings": lambda n: "[" + 'f(a={"s": "x), y=(1"}, b=["=)", "a"]), ' * (n // 40) + "g()]",
 }
 
 

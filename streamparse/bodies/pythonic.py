@@ -37,7 +37,7 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node
 
 from .. import grammar_ir
-from ..grammar import load_grammar
+from ..grammar import ValueNode, load_grammar
 from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, balanced, literal_json
 from ..scanning import Decoded, ScanResult, TagScanner, WalkSource, decoded_at
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
@@ -307,10 +307,14 @@ class PythonicCalls:
             keyword = argument.children[0].text
             if keyword in arguments:
                 return Rejection(INVALID_JSON, [f"{name}: the argument {keyword!r} is written twice"], name=name)
-            try:
-                value, value_json = literal_json(argument.children[4].text, self.raw_single_quotes)
-            except (ValueError, RecursionError) as error:
-                return Rejection(INVALID_JSON, [f"{name}.{keyword}: {error}"], name=name)
+            value_node = argument.children[4]
+            if isinstance(value_node, ValueNode):  # read where the grammar found it
+                value, value_json = value_node.value
+            else:
+                try:
+                    value, value_json = literal_json(value_node.text, self.raw_single_quotes)
+                except (ValueError, RecursionError) as error:
+                    return Rejection(INVALID_JSON, [f"{name}.{keyword}: {error}"], name=name)
             arguments[keyword] = value
             written.append(f"{json_text(keyword)}: {json_text(value) if value_json is None else value_json}")
         arguments_json = "{" + ", ".join(written) + "}"  # `json_text(arguments)`, each value written once
