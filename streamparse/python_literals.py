@@ -173,10 +173,11 @@ def read_argument(text: str, pos: int, tried: dict[Any, Any]) -> tuple[int, Any,
     first `_GUESSES`), and the text up to it read; None where no guess reads (the caller then finds
     the end, `value_end`, and reads the value). A JSON value read whole is one expression to Python
     with the same strings and brackets, so it ends there too.
-    Cost: a find of the next `=` and `)` (C speed), a bounded look before them, and the value read
-    once, with no pass to find its end first. A guess past the value's end (a positional argument
-    follows it) is read once per `tried` (the parse's cache: so each is read once, however many
-    values come before it)."""
+    Cost: the value read once, with no pass to find its end first, after a find of the next `=`
+    and `)` (C speed; where each is is kept in `tried`, the parse's cache, for every start up to it,
+    so the text between is searched once) and a bounded look before them. A guess past the value's
+    end (a positional argument follows it) is read once: `tried` keeps it, so a value before it
+    does not read it again."""
     if text[pos:pos + 1] not in ("[", "{", '"', "'"):
         return None
     start = pos + 1

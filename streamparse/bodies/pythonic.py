@@ -20,7 +20,8 @@ Rules, for every format of this kind:
 Cost: the scanner looks at each character once (inside the outermost brackets one match takes
 whole strings and brackets that close, `python_literals.balanced`; elsewhere one regex jump per
 quote, backslash or bracket); the grammar (`formats/<grammar>.peg`, rule `call`) reads each call
-once, each value's text is found by one match (`python_literals.value_end`) and read once
+once; a value written as JSON is read once where its end is guessed (`python_literals.read_argument`),
+any other's text is found by one match (`python_literals.value_end`) and read once
 (`python_literals.literal`: jiter or one pass for the common spellings, `ast.parse` for the rest);
 the progressive streamer walks the body once more and reads each call's text once, when its `)`
 closes.
