@@ -179,8 +179,11 @@ def python_against_json(size: int, reps: int) -> None:
     compiled = Tools(BENCH_TOOLS)
     names = (*JSON_FORMATS, *PYTHON_FORMATS)
     texts = {name: benchmark_output(get_format(name), size).text for name in names}
-    runs: list[Callable[[], object]] = [
-        lambda name=name: streamparse.parse(texts[name], name, tools=compiled) for name in names]
+
+    def run(name: str) -> Callable[[], object]:
+        return lambda: streamparse.parse(texts[name], name, tools=compiled)
+
+    runs = [run(name) for name in names]
     settle()
     times = dict(zip(names, alternated(runs, reps), strict=True))
     json_times = sorted(times[name] for name in JSON_FORMATS)
