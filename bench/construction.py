@@ -169,6 +169,29 @@ def short_parse(reps: int) -> None:
     print(line)
 
 
+PYTHON_FORMATS = ("pythonic", "lfm2")  # calls written as Python literals
+JSON_FORMATS = ("hermes", "qwen3", "mistral", "llama3_json")  # calls written as JSON
+
+
+def python_against_json(size: int, reps: int) -> None:
+    """`parse()` of the formats whose calls are Python literals against formats whose calls are
+    JSON, at one size, with the benchmark's tools, every way timed in turn (`alternated`)."""
+    compiled = Tools(BENCH_TOOLS)
+    names = (*JSON_FORMATS, *PYTHON_FORMATS)
+    texts = {name: benchmark_output(get_format(name), size).text for name in names}
+
+    def run(name: str) -> Callable[[], object]:
+        return lambda: streamparse.parse(texts[name], name, tools=compiled)
+
+    runs = [run(name) for name in names]
+    settle()
+    times = dict(zip(names, alternated(runs, reps), strict=True))
+    json_times = sorted(times[name] for name in JSON_FORMATS)
+    middle = (json_times[1] + json_times[2]) / 2
+    print(f"parse() at {size} chars, ms, and x the JSON formats' median ({middle * 1000:.2f} ms): " + ", ".join(
+        f"{name} {times[name] * 1000:.2f} ({times[name] / middle:.2f}x)" for name in names))
+
+
 def outputs(formats: list[str], sizes: tuple[int, ...], reps: int) -> None:
     peer = load_peer()
     compiled = Tools(BENCH_TOOLS)
@@ -212,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     construction(tuple(int(c) for c in args.counts.split(",")), args.reps)
     short_parse(args.reps)
+    python_against_json(203000, max(3, args.reps // 50))
     if not args.no_outputs:
         outputs(args.formats.split(","), tuple(int(s) for s in args.sizes.split(",")), max(3, args.reps // 50))
     return 0

@@ -17,7 +17,7 @@ from parsimonious.expressions import Expression, Literal, Lookahead, OneOf, Quan
 from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node
 
-from .python_literals import value_end
+from .python_literals import read_argument, value_end
 from .strict_json import (  # re-exported: the strict reader lived here
     DECODER,
     LENIENT_DECODER,
@@ -60,14 +60,21 @@ def _json_rule(rule: str, kind: type | None) -> Any:
 
 
 def _python_value(text: str, pos: int, cache: Any, error: Any, grammar: Any) -> Node | None:
-    """`py_value`: the text of one Python expression (read by `python_literals.literal`)."""
-    end = value_end(text, pos)
-    return None if end is None else Node(grammar["py_value"], text, pos, end)
+    """`py_value`: the text of one Python expression (read by `python_literals.literal`); a
+    `ValueNode` of its value and `json_text` where it was read on the way (`read_argument`)."""
+    return _py_value(text, pos, cache, grammar, False)
 
 
 def _raw_python_value(text: str, pos: int, cache: Any, error: Any, grammar: Any) -> Node | None:
     """`py_value` where single-quoted strings are raw (`load_grammar(name, raw_single_quotes=True)`)."""
-    end = value_end(text, pos, raw_single_quotes=True)
+    return _py_value(text, pos, cache, grammar, True)
+
+
+def _py_value(text: str, pos: int, cache: Any, grammar: Any, raw_single_quotes: bool) -> Node | None:
+    read = read_argument(text, pos, cache["read_argument"])
+    if read is not None:
+        return ValueNode(grammar["py_value"], text, pos, read[0], read[1:])
+    end = value_end(text, pos, raw_single_quotes)
     return None if end is None else Node(grammar["py_value"], text, pos, end)
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import jiter
 
-from .strict_json import encodable, overflows
+from .strict_json import encodable, json_text, overflows, trailing_at
 
 _JSON_NAMES: dict[str, Any] = {"true": True, "false": False, "null": None}
 _NESTED = re.compile(r"""["'()\[\]{}]""")  # inside brackets a comma ends nothing
@@ -43,14 +43,14 @@ def _string_patterns(quote: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """A whole string in `quote`s, and in triple `quote`s, as `string_end` reads them: a backslash
     escapes the next character; a triple-quoted string ends at the first triple quote."""
     q = re.escape(quote)
-    plain = re.compile(rf"{q}[^{q}\\]*(?:\\[\s\S][^{q}\\]*)*{q}")
-    triple = re.compile(rf"{q}{{3}}[^{q}\\]*(?:(?:\\[\s\S]|{q}(?!{q}{q}))[^{q}\\]*)*{q}{{3}}")
+    plain = re.compile(rf"{q}[^{q}\\]*+(?:\\[\s\S][^{q}\\]*+)*+{q}")
+    triple = re.compile(rf"{q}{{3}}[^{q}\\]*+(?:(?:\\[\s\S]|{q}(?!{q}{q}))[^{q}\\]*+)*+{q}{{3}}")
     return plain, triple
 
 
 # One regex match finds a string's end (C speed, however many escapes it holds).
 STRINGS = {quote: _string_patterns(quote) for quote in "\"'"}
-RAW_SINGLE_QUOTED = re.compile("'[^']*'")
+RAW_SINGLE_QUOTED = re.compile("'[^']*+'")
 
 
 def string_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
@@ -74,18 +74,19 @@ def balanced(strings: str, stops: str = "", levels: int = _LEVELS) -> re.Pattern
     """Whole strings (`strings`, a pattern), brackets that close within `levels` levels, and any other
     character but `stops` (outside brackets), as one match at C speed; the first character it does
     not take (an opener of deeper brackets, a closer, a stop, a quote whose string does not close) is
-    the caller's to step over. A run of other characters is matched whole or not at all (`(?![^…])`)
-    and each alternative starts with characters no other one does, so there is one way to match any
-    text: brackets that do not close are given up after one look at what they hold, and a character
-    is looked at by at most `levels` + 1 matches."""
+    the caller's to step over. Each alternative starts with characters no other one does and matches
+    in one way, so there is one way to match any text, and every repetition is possessive (`*+`,
+    `++`: the engine keeps no backtracking state, the same match at less cost): brackets that do not
+    close are given up after one look at what they hold, and a character is looked at by at most
+    `levels` + 1 matches."""
 
     def run(stop: str) -> str:
-        return rf"[^{_STRUCTURE}{stop}]+(?![^{_STRUCTURE}{stop}])"
+        return rf"[^{_STRUCTURE}{stop}]++"
 
-    inside = rf"(?:{run('')}|{strings})*"
+    inside = rf"(?:{run('')}|{strings})*+"
     for _ in range(levels - 1):
-        inside = rf"(?:{run('')}|{strings}|[\[({{]{inside}[\])}}])*"
-    return re.compile(rf"(?:{run(re.escape(stops))}|{strings}|[\[({{]{inside}[\])}}])*")
+        inside = rf"(?:{run('')}|{strings}|[\[({{]{inside}[\])}}])*+"
+    return re.compile(rf"(?:{run(re.escape(stops))}|{strings}|[\[({{]{inside}[\])}}])*+")
 
 
 def _whole_strings(raw_single_quotes: bool) -> str:
@@ -105,10 +106,121 @@ _VALUE_TEXT = {raw: (balanced(_whole_strings(raw), ","), balanced(_whole_strings
 def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
     """Where the expression starting at `text[pos]` ends: at the first `,` or closing bracket
     outside strings and brackets, or the end of the text. None when it is empty or unbalanced.
-    Cost: at the top and one level in, one match takes all the text whose brackets close within
-    `_LEVELS` levels (`balanced`); deeper, one regex jump per quote or bracket. Brackets a match
-    gave up are then stepped through before the next match, so a character is looked at a bounded
-    number of times."""
+    A list, dict or string that JSON reads is looked through by jiter (`_json_value_end`); any
+    other text, and that one where jiter does not say, is scanned (`_scanned_value_end`)."""
+    if text[pos:pos + 1] in _JSON_OPENERS:
+        end = _json_value_end(text, pos)
+        if end is not None:
+            return end
+    return _scanned_value_end(text, pos, raw_single_quotes)
+
+
+_JSON_OPENERS = ("[", "{", '"')
+_FIRST_LOOK = 1024  # characters jiter is first shown; each next look shows `_LOOK_GROWTH` times as many
+_LOOK_GROWTH = 16
+_RESPELLED_GROWTH = 4  # where names are respelled the text shown past the value costs more: it grows slower
+
+
+def _json_value_end(text: str, pos: int) -> int | None:
+    """`value_end` of a value that JSON reads (Python's names spelled as JSON's) and that a `,` or a
+    closer follows, or the end of the text: None where that is not so. Such a value is one
+    expression with the same strings and brackets to Python (a JSON string holds no triple quote
+    and reads to the same end), so it ends where jiter says what follows it starts. Once jiter
+    refuses text that holds one of Python's names, the names are respelled everywhere, strings
+    too: they are as long as JSON's and hold no quote or bracket.
+    Cost: jiter looks at the value at native speed; where the text shown ends first it is shown
+    `_LOOK_GROWTH` times as much, so a value is read about 1.07 times and at most its length times
+    `_LOOK_GROWTH` plus `_FIRST_LOOK` characters are copied (where names are respelled, growing
+    `_RESPELLED_GROWTH` times: read about 1.33 times, and copied at most its length times that)."""
+    size = _FIRST_LOOK
+    respelled = False
+    while True:
+        shown = text[pos:pos + size]
+        whole = pos + size >= len(text)
+        if respelled:
+            shown = shown.replace("True", "true").replace("False", "false").replace("None", "null")
+        try:
+            jiter.from_json(shown.encode(), cache_mode="none")
+        except ValueError as error:  # a raw lone surrogate too (UnicodeEncodeError)
+            after = trailing_at(error, shown, 0, len(shown))
+            if after is not None:
+                return pos + after if shown[after] in ",)]}" else None
+            if not str(error).startswith("EOF while parsing"):
+                if respelled or ("True" not in shown and "False" not in shown and "None" not in shown):
+                    return None
+                respelled = True  # the same text again, its names spelled as JSON's
+                continue
+            if whole:
+                return None
+        else:
+            if whole:
+                return len(text)
+        size *= _RESPELLED_GROWTH if respelled else _LOOK_GROWTH
+
+
+# What a keyword argument's value written as JSON ends before: an `=` after `, NAME` (the next
+# keyword) or the call's `)` (after a trailing `,` too), a closer of the value before either.
+_BEFORE_KEYWORD = re.compile(r"""[\]}"'][ \t\r\n]*,[ \t\r\n]*[A-Za-z_][A-Za-z0-9_]*[ \t\r\n]*\Z""")
+_BEFORE_CLOSE = re.compile(r"""[\]}"'][ \t\r\n]*(?:,[ \t\r\n]*)?\Z""")
+_KEYWORD_LOOK = 96  # characters before an `=` looked through for its keyword and the value's closer
+_GUESSES = 4  # `=`s and `)`s looked at for where a value ends, before its end is found by reading
+
+
+def read_argument(text: str, pos: int, tried: dict[Any, Any]) -> tuple[int, Any, str] | None:
+    """A call argument written as JSON at `text[pos]` (`literal_json` takes it: jiter, where JSON
+    and Python agree), read where it ends: its end, value and `json_text`. The end is guessed at the
+    first `=` of a next keyword or `)` of the call that a value's closer stands before (one of the
+    first `_GUESSES`), and the text up to it read; None where no guess reads (the caller then finds
+    the end, `value_end`, and reads the value). A JSON value read whole is one expression to Python
+    with the same strings and brackets, so it ends there too.
+    Cost: the value read once, with no pass to find its end first, after a find of the next `=`
+    and `)` (C speed; where each is is kept in `tried`, the parse's cache, for every start up to it,
+    so the text between is searched once) and a bounded look before them. A guess past the value's
+    end (a positional argument follows it) is read once: `tried` keeps it, so a value before it
+    does not read it again."""
+    if text[pos:pos + 1] not in ("[", "{", '"', "'"):
+        return None
+    start = pos + 1
+    for _ in range(_GUESSES):
+        equals, close = _next(text, "=", start, tried), _next(text, ")", start, tried)
+        at = min(equals, close)
+        if at == len(text):
+            return None
+        start = at + 1
+        look = max(pos, at - _KEYWORD_LOOK)
+        before = (_BEFORE_CLOSE if at == close else _BEFORE_KEYWORD).search(text, look, at)
+        if before is None:
+            continue
+        end = before.start() + 1
+        key = ("read_argument", end)
+        if key in tried:
+            return None
+        try:
+            value, written = _as_json(text[pos:end])
+        except _Unsure:
+            tried[key] = True
+            return None
+        return end, value, written
+    return None
+
+
+def _next(text: str, char: str, start: int, found: dict[Any, Any]) -> int:
+    """Where the next `char` at or after `start` is (`len(text)`: none), kept in `found` for every
+    start up to it, so that the text between is searched once."""
+    known = found.get(char)
+    if known is not None and known[0] <= start <= known[1]:
+        return int(known[1])
+    at = text.find(char, start)
+    at = len(text) if at < 0 else at
+    found[char] = (start, at)
+    return at
+
+
+def _scanned_value_end(text: str, pos: int, raw_single_quotes: bool) -> int | None:
+    """`value_end` by regular expressions. Cost: at the top and one level in, one match takes all
+    the text whose brackets close within `_LEVELS` levels (`balanced`); deeper, one regex jump per
+    quote or bracket. Brackets a match gave up are then stepped through before the next match, so
+    a character is looked at a bounded number of times."""
     top, inside = _VALUE_TEXT[raw_single_quotes]
     depth = 0
     i = pos
@@ -304,21 +416,45 @@ def _as_json_names(text: str) -> str:
     this reading saw."""
     if "True" not in text and "False" not in text and "None" not in text:
         return text
-    # The strings' text: with no backslash before a `"`, each `"` opens or closes one (split at C speed).
-    strings = "\x00".join(text.split('"')[1::2] if '\\"' not in text else _JSON_STRING.findall(text))
-    if "True" not in strings and "False" not in strings and "None" not in strings:  # replaced at C speed
+    if not _name_in_a_string(text):  # replaced at C speed
         return text.replace("True", "true").replace("False", "false").replace("None", "null")
     return _PYTHON_NAMES.sub(_json_name, text)
 
 
-def _as_json(text: str) -> Any:
-    """The value of `text` (stripped) read as JSON by jiter, where JSON and Python agree on it;
-    `_Unsure` otherwise. With Python's names spelled as JSON's, and single quotes as double ones
-    where the text has no `"` and no backslash (each `'` then opens or closes a string without
-    escapes, raw or not), jiter takes only what Python reads to the same value: JSON's strings,
-    escapes (but those `_ESCAPED_SURROGATE` says), numbers and whitespace are Python's too, a key written twice is
-    an error to both, nesting is bounded as deep as Python's (`_JITER_PAD`), and a number too large
-    for a double, `inf` to jiter, is found by `overflows`."""
+def _name_in_a_string(text: str) -> bool:
+    """Whether one of Python's names stands inside a JSON string of `text`. With its escaped
+    backslashes and quotes taken out, each `"` opens or closes a string (no name holds either, so
+    none is cut or lost; one made by the cut, `Tr\\\\ue`, only sends the text to the slow path), and a
+    name is inside one where an odd number of them stand before it. Cost: a count of the quotes
+    between one name and the next (a split at the name), or one split at the quotes where they are fewer."""
+    if "\\" in text:
+        text = text.replace("\\\\", "").replace('\\"', "")
+    names = text.count("True") + text.count("False") + text.count("None")
+    if text.count('"') < 4 * names:  # a split makes one string a quote, a name costs a few calls
+        strings = "\x00".join(text.split('"')[1::2])
+        return "True" in strings or "False" in strings or "None" in strings
+    for name in ("True", "False", "None"):
+        quotes = 0
+        for before in text.split(name)[:-1]:  # the text between one name and the next
+            quotes += before.count('"')
+            if quotes & 1:
+                return True
+    return False
+
+
+def _as_json(text: str) -> tuple[Any, str]:
+    """The value of `text` (stripped) read as JSON by jiter, where JSON and Python agree on it, and
+    the value's `json_text`; `_Unsure` otherwise. With Python's names spelled as JSON's, and single
+    quotes as double ones where the text has no `"` and no backslash (each `'` then opens or closes
+    a string without escapes, raw or not), jiter takes only what Python reads to the same value:
+    JSON's strings, escapes (but those `_ESCAPED_SURROGATE` says), numbers and whitespace are
+    Python's too, a key written twice is an error to both, nesting is bounded as deep as Python's
+    (`_JITER_PAD`), and a number too large for a double, `inf` to jiter, is found by `overflows`.
+
+    First without those checks: where `json_text` writes the value back as this very text (what
+    `json.dumps` writes, the common case), no key is written twice (the value would have lost
+    it), no number overflowed (`json_text` refuses `inf`), no `\\/` or escaped surrogate is in it
+    (`json_text` writes neither) and every number reads as Python reads it (its `repr` is its text)."""
     if "'" in text and '"' not in text and "\\" not in text:
         text = text.replace("'", '"')
     if text[0] != '"':  # a string alone has no names outside it
@@ -327,25 +463,40 @@ def _as_json(text: str) -> Any:
         data = text.encode()
     except UnicodeEncodeError:  # a lone surrogate
         raise _Unsure from None
+    padded = b"[" * _JITER_PAD + data + b"]" * _JITER_PAD
+    try:
+        value = _unpadded(jiter.from_json(padded, allow_inf_nan=False))
+        written = json_text(value)
+    except ValueError:  # not JSON (a tuple, a set, `1_000`, ...), or an error to both: read below
+        raise _Unsure from None
+    if written == text:
+        return value, written
     if b"\\/" in data or (b"\\u" in data and _ESCAPED_SURROGATE.search(data)) \
             or _LONG_DIGITS in data.translate(_DIGITS):
         raise _Unsure
     try:
-        value = jiter.from_json(b"[" * _JITER_PAD + data + b"]" * _JITER_PAD, catch_duplicate_keys=True,
-                                allow_inf_nan=False)
-    except ValueError:  # not JSON (a tuple, a set, `1_000`, ...), or an error to both: read below
+        value = _unpadded(jiter.from_json(padded, catch_duplicate_keys=True, allow_inf_nan=False))
+    except ValueError:  # a key written twice
         raise _Unsure from None
-    for _ in range(_JITER_PAD):
-        value = value[0]
     if overflows(value, text, 0, len(text)):
         raise _Unsure
+    return value, written
+
+
+def _unpadded(value: Any) -> Any:
+    """The value inside the lists `_JITER_PAD` wrapped around it; `_Unsure` where the text held more
+    than one (`[1], [2]`: a tuple to Python, two items of the innermost list to jiter)."""
+    for _ in range(_JITER_PAD):
+        if len(value) != 1:
+            raise _Unsure
+        value = value[0]
     return value
 
 
-def _fast(text: str, raw_single_quotes: bool) -> Any:
-    """The value when jiter (`_as_json`) or `_Reader` reads all of `text` (stripped); `_Unsure`
-    otherwise. Lists, dicts and strings spelled as JSON, what models write most, are read by jiter
-    at native speed."""
+def _fast(text: str, raw_single_quotes: bool) -> tuple[Any, str | None]:
+    """The value when jiter (`_as_json`) or `_Reader` reads all of `text` (stripped), and its
+    `json_text` where jiter read it; `_Unsure` otherwise. Lists, dicts and strings spelled as JSON,
+    what models write most, are read by jiter at native speed."""
     text = text.strip()
     if text[:1] in ("[", "{", '"', "'"):
         try:
@@ -355,16 +506,21 @@ def _fast(text: str, raw_single_quotes: bool) -> Any:
     value, end = _Reader(text, raw_single_quotes).value(0, 0)
     if end != len(text):
         raise _Unsure
-    return value
+    return value, None
 
 
 def literal(text: str, raw_single_quotes: bool = False) -> Any:
     """The value of a Python (or JSON-spelled) literal; `ValueError` when it is not one."""
+    return literal_json(text, raw_single_quotes)[0]
+
+
+def literal_json(text: str, raw_single_quotes: bool = False) -> tuple[Any, str | None]:
+    """`literal`, and the value's `json_text` where finding the value wrote it (None: not yet)."""
     try:
         return _fast(text, raw_single_quotes)
     except _Unsure:
         pass
-    return _ast_literal(text, raw_single_quotes)
+    return _ast_literal(text, raw_single_quotes), None
 
 
 def _ast_literal(text: str, raw_single_quotes: bool = False) -> Any:

@@ -180,15 +180,22 @@ _TRAILING = re.compile(r"trailing characters at line (\d+) column (\d+)")
 
 def _value_end_from(error: ValueError, text: str, pos: int, end: int) -> int | None:
     """Where the value of `text[pos:end]` ends, when jiter refused that slice only for what follows
-    the value (its message gives the line and byte column of the first character after it)."""
+    the value."""
+    after = trailing_at(error, text, pos, end)
+    return None if after is None else space_back(text, pos, after)
+
+
+def trailing_at(error: ValueError, text: str, pos: int, end: int) -> int | None:
+    """Where the first character after the value of `text[pos:end]` and its whitespace is, when
+    jiter refused that slice only for it (its message gives that character's line and byte column);
+    None for any other refusal."""
     found = _TRAILING.match(str(error))
     if found is None:
         return None
     line, column = int(found.group(1)), int(found.group(2))
     at = pos if line == 1 else end - len(text[pos:end].split("\n", line - 1)[-1])  # where that line starts
     width = column - 1  # bytes into the line
-    after = at + width if text.isascii() else at + len(text[at:end].encode()[:width].decode(errors="ignore"))
-    return space_back(text, pos, after)
+    return at + width if text.isascii() else at + len(text[at:end].encode()[:width].decode(errors="ignore"))
 
 
 def value_end(text: str, pos: int, end: int) -> int:

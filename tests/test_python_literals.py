@@ -12,7 +12,20 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streamparse.python_literals import _ast_literal, literal
+from streamparse.python_literals import (
+    _PYTHON_NAMES,
+    _as_json_names,
+    _ast_literal,
+    _json_name,
+    _json_value_end,
+    _name_in_a_string,
+    _scanned_value_end,
+    literal,
+    literal_json,
+    read_argument,
+    value_end,
+)
+from streamparse.strict_json import json_text
 
 # `ast` warns of an invalid escape (`'\s'`) in a drawn string while it reads it, in both readers alike.
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning"),
@@ -101,6 +114,11 @@ def outcome(read: Any, text: str, raw: bool) -> Any:
 
 def agree(text: str, raw: bool) -> None:
     assert outcome(literal, text, raw) == outcome(_ast_literal, text, raw), text
+    try:
+        value, written = literal_json(text, raw)
+    except ValueError:
+        return
+    assert written is None or written == json_text(value), text  # jiter's reading writes the value
 
 
 @settings(max_examples=400, deadline=None)
@@ -136,6 +154,14 @@ NEAR = st.text(alphabet=list("[]{}(),:'\"\\ \n\r\t-+.eE0123456789_xjTrueFalsNonl
 @example("['a\\'b']", False)
 @example("['C:\\dir', \"\\n\"]", True)
 @example("\"\\d\\/\"", False)
+@example('{"a": 1, "b": [2.5, -0.0, "x"], "c": true}', False)  # as `json.dumps` writes it
+@example('{"a": 1, "a": 1}', False)  # as it writes a dict, but a key twice
+@example('[-0, 1.10, 1e5, 1E5, 0.0001, 0.00001, 1234567890123456789.5]', False)
+@example('["\\u0041", "\\u001f", "\\u001F", "\\t", "\\u0009", "\\\\", "\\""]', False)
+@example('{"a": "\\"True\\"", "b": None}', False)  # a name inside a string with escaped quotes
+@example('{"a": "x\\\\", "b": None, "c": "None"}', False)
+@example('{"k": "Tr\\\\ue", "b": True}', False)  # a name made by taking the escapes out
+@example("['True', 'x']", True)
 def test_near_literals_read_and_rejected_as_ast_does(text: str, raw: bool) -> None:
     agree(text, raw)
 
@@ -146,3 +172,114 @@ def test_the_common_spellings_are_read() -> None:
     assert literal('{"a": True, "b": "True or None", "c": [None, false, 1.5]}') == {
         "a": True, "b": "True or None", "c": [None, False, 1.5]}  # Python's names outside strings only
     assert literal("'C:\\dir\\n'", raw_single_quotes=True) == "C:\\dir\\n"  # LFM2.5: kept as written
+
+
+NAMED = st.recursive(st.one_of(st.booleans(), st.none(), st.text(alphabet=list('TrueFalsNon"\\ x'), max_size=12)),
+                     lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                             st.dictionaries(st.text(alphabet="TrueNon", max_size=5), inner,
+                                                             max_size=4)), max_leaves=10)
+
+
+def python_names(text: str) -> str:
+    """JSON text with its names outside strings written as Python's (`json.dumps` escapes every quote)."""
+    parts = text.replace("\\\\", "\x01").replace('\\"', "\x02").split('"')
+    parts[::2] = [part.replace("true", "True").replace("false", "False").replace("null", "None")
+                  for part in parts[::2]]
+    return '"'.join(parts).replace("\x02", '\\"').replace("\x01", "\\\\")
+
+
+@given(NAMED)
+def test_python_names_are_respelled_outside_strings_only(value: Any) -> None:
+    """Whichever way the strings are told from the rest (a split where quotes are fewer than the names,
+    else a count of the quotes before each name), the names are respelled as the one regex pass does."""
+    text = python_names(json.dumps(value))
+    assert _as_json_names(text) == _PYTHON_NAMES.sub(_json_name, text)
+    assert literal(text) == value
+
+
+def test_values_separated_by_commas_are_a_tuple_not_the_first_value() -> None:
+    """Several JSON values with commas between them are one tuple to Python (read as a list), never the
+    first of them (jiter is shown the text inside lists that bound its depth)."""
+    assert literal("[1], [2]") == [[1], [2]]
+    assert literal('{"a": 1}, {"b": 2}') == [{"a": 1}, {"b": 2}]
+    assert literal("[1] , 2") == [[1], 2]
+    assert literal_json('"a", "b"') == (["a", "b"], None)
+
+
+def test_the_value_written_by_json_dumps_is_its_own_json_text() -> None:
+    text = '{"a": [1, 2.5, "x \\"y\\""], "b": {"c": null}, "d": true}'
+    assert literal_json(text) == (json.loads(text), text)
+    assert literal_json("{'a': 'b'}") == ({"a": "b"}, '{"a": "b"}')  # single quotes respelled
+    assert literal_json('{"a":1}') == ({"a": 1}, '{"a": 1}')  # JSON, but not as it writes it
+    assert literal_json("(1, 2)") == ([1, 2], None)  # not JSON: written by the caller
+
+
+@pytest.mark.parametrize("strings", [1, 40])  # fewer quotes than names, or more: a split, or a count
+@pytest.mark.parametrize(("last", "inside"), [('"b": True', False), ('"b": "x True"', True),
+                                              ('"b": "x \\" True"', True), ('"b": "x \\\\", "c": True', False)])
+def test_a_name_is_found_inside_a_string_or_not(strings: int, last: str, inside: bool) -> None:
+    text = "{" + ", ".join(f'"k{i}": "v"' for i in range(strings)) + ", " + last + "}"
+    assert _name_in_a_string(text) is inside
+
+
+JSON_LIKE = st.one_of(VALUES.map(lambda value: python_names(json.dumps(value))),
+                      VALUES.map(lambda value: json.dumps(value, ensure_ascii=False, indent=1)),
+                      st.builds(str.__add__, st.sampled_from(["[", "{", '"']), NEAR))
+AFTER = st.sampled_from(["", ",", ", b=1)", ")", "]", "}", " \n ,", "\t)", " x", " 'a'", '"b"', " + 1", "\x0c,",
+                         "\ud800,", "é)", "(1)", '""")', "'''"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_LIKE, AFTER, st.booleans(), st.sampled_from(["", "f(a=", " "]))
+def test_a_value_ends_where_the_scan_ends_it(value: str, after: str, raw: bool, before: str) -> None:
+    """jiter's look through a JSON value ends it where the regular expressions do, whatever follows."""
+    text = before + value + after
+    assert value_end(text, len(before), raw) == _scanned_value_end(text, len(before), raw), text
+
+
+@pytest.mark.parametrize("size", [10, 1000, 1030, 9000, 70_000])  # past one look, and past several
+def test_a_long_value_is_looked_through_as_often_as_needed(size: int) -> None:
+    value = json.dumps({"k": ["x" * 7] * (size // 10), "s": "é\\n" * (size // 3), "n": None}).replace("null", "None")
+    for after, end in (("", len(value)), (", b=2)", len(value)), ("\n  )", len(value) + 3)):
+        assert _json_value_end(value + after, 0) == end
+    assert _json_value_end(value + " x)", 0) is None  # more than one expression: the scan's
+    plain = value.replace("None", "1")  # no names in the value, names after it: shown as written
+    assert _json_value_end(plain + ", b=True, c=None)", 0) == len(plain)
+    assert _json_value_end(plain.replace("1}", "Nonesuch}"), 0) is None  # a name's look-alike
+    assert _json_value_end(value[:-1], 0) is None  # does not close
+
+
+ARGUMENT_AFTER = st.sampled_from([")", ",)", ", b=1)", " , b = [2])", "\n)", "), g(c=1)]", ", {1: 2})", ", b=f(x))",
+                                  ", 'a', b=2)", " + 1, b=2)", "]", "", ", b==2)", '"), b=1)', "'], c=(1))"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(JSON_LIKE, ARGUMENT_AFTER, st.booleans())
+@example('{"k": "x\\"), b=1"}', ", b=2)", False)  # an `=` and a `)` inside a string, before the end
+@example("['a', 'b']", ")", True)
+def test_a_value_read_where_its_end_is_guessed_is_the_one_found_by_its_end(value: str, after: str, raw: bool) -> None:
+    """Where `read_argument` reads a value up to a guessed end, `value_end` ends the value there (up
+    to whitespace) and `literal_json` reads that text to the same value and JSON text."""
+    text = "f(a=" + value + after
+    read = read_argument(text, 4, {})
+    if read is None:
+        return
+    end, got, written = read
+    found = value_end(text, 4, raw)
+    assert found is not None and not text[end:found].strip(), (text, end, found)
+    assert literal_json(text[4:found], raw) == (got, written)
+
+
+def test_an_end_is_guessed_at_the_next_keyword_or_the_calls_close() -> None:
+    text = 'f(a={"x": "y=1)"}, b=[1, True], c="s", d=1)'
+    first = read_argument(text, 4, {})
+    assert first is not None and first[0] == text.index("}, b=") + 1 and first[1] == {"x": "y=1)"}
+    second = read_argument(text, text.index("[1"), {})
+    assert second is not None and second[1:] == ([1, True], "[1, true]")
+    assert read_argument(text, text.index('"s"'), {})[1] == "s"  # type: ignore[index]
+    assert read_argument(text, text.index("1)"), {}) is None  # a number: its end is found by the scan
+    tried: dict[object, object] = {}
+    positional = 'f({"a": 1}, {"b": 2}, k=3)'  # the first guess, past two values, reads to no value
+    assert read_argument(positional, 2, tried) is None and tried
+    assert read_argument(positional, positional.index('{"b"'), tried) is None  # read once only
+    assert read_argument(positional, positional.index('{"b"'), {})[1] == {"b": 2}  # type: ignore[index]

@@ -166,6 +166,17 @@ def test_arguments_are_strict_json_values(value: str, why: str) -> None:
         assert json.loads(call.arguments_json) == call.arguments
 
 
+def test_arguments_json_is_json_dumps_of_the_arguments_however_each_value_was_read() -> None:
+    """Values jiter read as `json.dumps` writes them (their text kept), as JSON written otherwise, by
+    the one-pass reader and by `ast`: `arguments_json` is `json.dumps(arguments)` all the same."""
+    message = read('[f(a={"k": [1, 2.5, "x \\"q\\""], "n": None}, b={"k":1,"j" : [true]}, c=-0, d=1.10, '
+                   "e=(1, 'two'), f='\\u00e9', g=\"caf\u00e9\", h=[])]")
+    (call,) = message.tool_calls
+    assert call.arguments == {"a": {"k": [1, 2.5, 'x "q"'], "n": None}, "b": {"k": 1, "j": [True]}, "c": 0,
+                              "d": 1.1, "e": [1, "two"], "f": "\u00e9", "g": "caf\u00e9", "h": []}
+    assert call.arguments_json == json.dumps(call.arguments, ensure_ascii=False)
+
+
 # Bodies that make a reader of brackets and strings do the most work per character: brackets that
 # never close, strings that never close inside them, nesting deeper than one match takes
 # (`python_literals.balanced`), and many calls each too deep for it.
@@ -176,6 +187,10 @@ WORST_BODIES = {
     "deep brackets, then text": lambda n: "[f(a=" + "[" * 12 + "1, " * (n // 3),
     "calls nested past a match": lambda n: "[" + "f(a=[[[[[[[[[[1]]]]]]]]]), " * (n // 27) + "g()]",
     "long values": lambda n: "[" + f"f(a={{'k': [1, \"{'x' * 50}\"]}}, b=True), " * (n // 70) + "g()]",
+    # where a value's end is guessed (`read_argument`): at a keyword past many positional values, and
+    # at `=`s and `)`s inside strings
+    "positional values, then a keyword": lambda n: "[f(" + '{"a": [1]}, ' * (n // 12) + "k={})]",
+    "ends in strings": lambda n: "[" + 'f(a={"s": "x), y=(1"}, b=["=)", "a"]), ' * (n // 40) + "g()]",
 }
 
 

@@ -6,7 +6,8 @@ Rules, for every format of this kind:
 - names may be dotted; only keyword arguments; values are literals (`python_literals.literal`:
   Python or JSON spellings, escapes decoded). A positional argument, a keyword written twice,
   `*`/`**` unpacking or a value that is not a literal makes that call `invalid_json`; arguments
-  are never mapped positionally onto a schema. `arguments_json` is `json.dumps(arguments)`.
+  are never mapped positionally onto a schema. `arguments_json` is `json.dumps(arguments)` (each
+  value written once: jiter's reading writes the values it reads, `python_literals.literal_json`).
 - a list cut off by the end of the output keeps its complete calls; the rest is `truncated`
   (the Nemo-list rule); a missing `]` alone is tolerated. `[]` holds no call. Text after the `]`
   (in an envelope that runs to a closer) is one rejection after the list's calls.
@@ -19,7 +20,8 @@ Rules, for every format of this kind:
 Cost: the scanner looks at each character once (inside the outermost brackets one match takes
 whole strings and brackets that close, `python_literals.balanced`; elsewhere one regex jump per
 quote, backslash or bracket); the grammar (`formats/<grammar>.peg`, rule `call`) reads each call
-once, each value's text is found by one match (`python_literals.value_end`) and read once
+once; a value written as JSON is read once where its end is guessed (`python_literals.read_argument`),
+any other's text is found by one match (`python_literals.value_end`) and read once
 (`python_literals.literal`: jiter or one pass for the common spellings, `ast.parse` for the rest);
 the progressive streamer walks the body once more and reads each call's text once, when its `)`
 closes.
@@ -36,8 +38,8 @@ from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node
 
 from .. import grammar_ir
-from ..grammar import load_grammar
-from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, balanced, literal
+from ..grammar import ValueNode, load_grammar
+from ..python_literals import RAW_SINGLE_QUOTED, STRINGS, balanced, literal_json
 from ..scanning import Decoded, ScanResult, TagScanner, WalkSource, decoded_at
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent
 from ..strict_json import encodable, json_text
@@ -297,6 +299,7 @@ class PythonicCalls:
         if name is None:
             return Rejection(INVALID_JSON, [f"{node.children[0].text.strip()!r} is not NAME{self.name_suffix}(…)"])
         arguments: dict[str, Any] = {}
+        written: list[str] = []  # each argument as `json_text` writes it in `arguments_json`
         optional = node.children[4]
         for argument in _arguments(optional.children[0]) if optional.children else []:
             if argument.expr_name == "py_value":
@@ -305,11 +308,17 @@ class PythonicCalls:
             keyword = argument.children[0].text
             if keyword in arguments:
                 return Rejection(INVALID_JSON, [f"{name}: the argument {keyword!r} is written twice"], name=name)
-            try:
-                arguments[keyword] = literal(argument.children[4].text, self.raw_single_quotes)
-            except (ValueError, RecursionError) as error:
-                return Rejection(INVALID_JSON, [f"{name}.{keyword}: {error}"], name=name)
-        arguments_json = json_text(arguments)
+            value_node = argument.children[4]
+            if isinstance(value_node, ValueNode):  # read where the grammar found it
+                value, value_json = value_node.value
+            else:
+                try:
+                    value, value_json = literal_json(value_node.text, self.raw_single_quotes)
+                except (ValueError, RecursionError) as error:
+                    return Rejection(INVALID_JSON, [f"{name}.{keyword}: {error}"], name=name)
+            arguments[keyword] = value
+            written.append(f"{json_text(keyword)}: {json_text(value) if value_json is None else value_json}")
+        arguments_json = "{" + ", ".join(written) + "}"  # `json_text(arguments)`, each value written once
         if not encodable(name) or not encodable(arguments_json):
             return Rejection(INVALID_JSON, [f"{name}: a lone surrogate (not a Unicode character)"])
         return ParsedCall(name, arguments, arguments_json)
