@@ -314,7 +314,7 @@ class PythonicCalls:
             if keyword in arguments:
                 return Rejection(INVALID_JSON, [f"{name}: the argument {keyword!r} is written twice"], name=name)
             value_node = argument.children[4]
-            if isinstance(value_node, ValueNode):  # read where the grammar found it
+            if isinstance(value_node, ValueNode) and value_node.value is not None:  # read where the grammar found it
                 value, value_json = value_node.value
             else:
                 try:
@@ -360,7 +360,8 @@ class PythonicCalls:
         return None if self.listed or self.lines else 1
 
 def _holds_triple_quote(call: Node) -> bool:
-    """Whether a value of a `call` node that was not read as JSON holds a triple quote."""
+    """Whether a value of a `call` node that JSON does not read holds a triple quote (one it reads, a
+    `ValueNode`, holds none outside its strings)."""
     optional = call.children[4]
     for argument in _arguments(optional.children[0]) if optional.children else []:
         value = argument.children[4] if argument.expr_name == "keyword_argument" else argument
