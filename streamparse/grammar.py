@@ -17,7 +17,7 @@ from parsimonious.expressions import Expression, Literal, Lookahead, OneOf, Quan
 from parsimonious.grammar import Grammar
 from parsimonious.nodes import Node
 
-from .python_literals import read_argument, value_end
+from .python_literals import json_value_end, read_argument, value_end
 from .strict_json import (  # re-exported: the strict reader lived here
     DECODER,
     LENIENT_DECODER,
@@ -71,9 +71,14 @@ def _raw_python_value(text: str, pos: int, cache: Any, error: Any, grammar: Any)
 
 
 def _py_value(text: str, pos: int, cache: Any, grammar: Any, raw_single_quotes: bool) -> Node | None:
+    """A `ValueNode` of the value and its `json_text` where it was read as JSON; of None where JSON
+    reads it to its end (`json_value_end`) but it was not read; else a `Node` of its text."""
     read = read_argument(text, pos, cache["read_argument"])
     if read is not None:
         return ValueNode(grammar["py_value"], text, pos, read[0], read[1:])
+    end = json_value_end(text, pos)
+    if end is not None:
+        return ValueNode(grammar["py_value"], text, pos, end, None)
     end = value_end(text, pos, raw_single_quotes)
     return None if end is None else Node(grammar["py_value"], text, pos, end)
 

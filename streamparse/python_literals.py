@@ -29,6 +29,8 @@ from __future__ import annotations
 import ast
 import math
 import re
+from itertools import accumulate
+from operator import methodcaller
 from typing import Any
 
 import jiter
@@ -101,6 +103,13 @@ def _whole_strings(raw_single_quotes: bool) -> str:
 # brackets, everything up to the closer.
 _VALUE_TEXT = {raw: (balanced(_whole_strings(raw), ","), balanced(_whole_strings(raw)))
                for raw in (False, True)}
+
+
+def json_value_end(text: str, pos: int) -> int | None:
+    """`value_end` of a list, dict or string that JSON reads (Python's names spelled as JSON's) to
+    its end; None for any other value (`value_end` then finds its end). Such a value holds no
+    triple quote outside its strings, and its strings are one each to Python."""
+    return _json_value_end(text, pos) if text[pos:pos + 1] in _JSON_OPENERS else None
 
 
 def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
@@ -434,12 +443,14 @@ def _name_in_a_string(text: str) -> bool:
         strings = "\x00".join(text.split('"')[1::2])
         return "True" in strings or "False" in strings or "None" in strings
     for name in ("True", "False", "None"):
-        quotes = 0
-        for before in text.split(name)[:-1]:  # the text between one name and the next
-            quotes += before.count('"')
-            if quotes & 1:
-                return True
+        between = text.split(name)[:-1]  # the text between one name and the next
+        if any(map(_ODD, accumulate(map(_QUOTES, between)))):  # the quotes before each name, at C speed
+            return True
     return False
+
+
+_QUOTES = methodcaller("count", '"')
+_ODD = (1).__and__
 
 
 def _as_json(text: str) -> tuple[Any, str]:
@@ -466,6 +477,8 @@ def _as_json(text: str) -> tuple[Any, str]:
     padded = b"[" * _JITER_PAD + data + b"]" * _JITER_PAD
     try:
         value = _unpadded(jiter.from_json(padded, allow_inf_nan=False))
+        if text[0] == '"' and b"\\u" not in data and b"\\/" not in data:
+            return value, text  # a string: without those escapes, written as `json_text` writes it
         written = json_text(value)
     except ValueError:  # not JSON (a tuple, a set, `1_000`, ...), or an error to both: read below
         raise _Unsure from None

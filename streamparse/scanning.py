@@ -8,32 +8,63 @@ their own state (inside a JSON string or not) so that a body is walked once, wha
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, Union
 
 from .strict_json import LENIENT_DECODER, strict_value
 
+_WINDOW = 512  # text past which `Delimiters.search` looks for each first character on its own
+
 
 class Delimiters:
-    """A set of literal delimiters: find the first one, or how much of a tail could still start one."""
+    """A set of literal delimiters: find the first one, or how much of a tail could still start one.
+    A delimiter with a guard (a pattern) is found only where the text after it matches the guard
+    (`AnchorSpec.trigger_next`)."""
 
-    def __init__(self, strings: Iterable[str]) -> None:
+    def __init__(self, strings: Iterable[str], guards: Mapping[str, str] | None = None) -> None:
         unique = sorted({s for s in strings if s}, key=lambda s: (-len(s), s))
         self.strings: tuple[str, ...] = tuple(unique)
+        self.guards = {s: guard for s, guard in (guards or {}).items() if s in unique and guard}
         # Longest first, so that at one position the longest delimiter wins.
-        self._pattern = re.compile("|".join(re.escape(s) for s in unique)) if unique else None
+        self._pattern = re.compile("|".join(re.escape(s) + (f"(?={self.guards[s]})" if s in self.guards else "")
+                                            for s in unique)) if unique else None
         self._prefixes = frozenset(s[:i] for s in unique for i in range(1, len(s)))
         self._longest = max((len(s) for s in unique), default=0)
         firsts = sorted({s[0] for s in unique})
         self._first = re.compile("[" + "".join(re.escape(c) for c in firsts) + "]") if firsts else None
+        # Delimiters of different first characters, one pattern per first character: `re` finds a
+        # pattern with a literal first character at memchr speed, and an alternation of several
+        # first characters one position at a time (about twenty times slower).
+        self._groups = tuple(re.compile("|".join(re.escape(s) + (f"(?={self.guards[s]})" if s in self.guards else "")
+                                                 for s in unique if s[0] == first))
+                             for first in firsts) if len(firsts) > 1 else ()
 
     def __bool__(self) -> bool:
         return bool(self.strings)
 
     def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
-        """The leftmost delimiter in `text[pos:]` (the longest, where several start there)."""
-        return self._pattern.search(text, pos) if self._pattern is not None else None
+        """The leftmost delimiter in `text[pos:]` (the longest, where several start there).
+        Cost: in a long text, where delimiters start with different characters, each first
+        character's pattern searched in windows that grow fourfold (`_WINDOW` first), so a search
+        looks at about twice the text up to what it finds, per first character; else one search."""
+        if self._pattern is None:
+            return None
+        if not self._groups or len(text) - pos <= _WINDOW:
+            return self._pattern.search(text, pos)
+        size = _WINDOW
+        while True:
+            end = min(len(text), pos + size)
+            stop = min(len(text), end + self._longest - 1)  # a delimiter starting before `end` ends by here
+            found = None
+            for group in self._groups:
+                match = group.search(text, pos, stop)  # (a guard may take `stop` for the text's end:
+                if match is not None and match.start() < end \
+                        and (found is None or match.start() < found.start()):  # found once too often)
+                    found = match
+            if found is not None or end == len(text):
+                return found
+            pos, size = end, size * 4
 
     def held_from(self, text: str) -> int:
         """Where the longest suffix of `text` that is a proper prefix of a delimiter starts.

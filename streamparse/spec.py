@@ -216,7 +216,10 @@ class AnchorSpec:
     still become the lead, so keep it bounded (`\\s{0,64}`, not `\\s*`). Where it is tried:
     - `at_start`: at the start of the output, after whitespace;
     - `after`: right after one of these markers (dropped, like `framing`), past whitespace;
-    - `trigger`: wherever this character (the lead's first) appears in content;
+    - `trigger`: wherever this character (the lead's first) appears in content; with
+      `trigger_next` (a Python `re` pattern, `\\Z` where the text may end there) only where what
+      follows the trigger matches it, so content is searched past any other at C speed: it must
+      match every text the lead may still continue with after the trigger;
     - `separator` (a regex of framing such as `;`): right after one of its own envelopes, past
       whitespace and at most one separator, which then belong to that envelope's raw text.
     An envelope whose body kind finds no call in it (`parse` returns `[]`) is content, verbatim;
@@ -229,6 +232,7 @@ class AnchorSpec:
     at_start: bool = False
     after: tuple[str, ...] = ()
     trigger: str = ""
+    trigger_next: str = ""
     separator: str = ""
     must_end_output: bool = False
     may_be_content: bool = False

@@ -283,3 +283,25 @@ def test_an_end_is_guessed_at_the_next_keyword_or_the_calls_close() -> None:
     assert read_argument(positional, 2, tried) is None and tried
     assert read_argument(positional, positional.index('{"b"'), tried) is None  # read once only
     assert read_argument(positional, positional.index('{"b"'), {})[1] == {"b": 2}  # type: ignore[index]
+
+
+@given(st.text(), st.booleans())
+def test_a_json_string_reads_to_its_text_and_json_dumps_writes_it(value: str, ascii_only: bool) -> None:
+    """A string spelled as JSON (escaped as `json.dumps` escapes, or every non-ASCII character as
+    `\\u`): its value, and its JSON text as `json.dumps(value, ensure_ascii=False)` writes it."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # a lone surrogate: not a value
+        return
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    if ascii_only and any(ord(char) > 0xFFFF for char in value):  # a pair of escaped surrogates: two to Python
+        with pytest.raises(ValueError, match="surrogate"):
+            literal_json(text)
+        return
+    assert literal_json(text) == (value, json.dumps(value, ensure_ascii=False))
+
+
+def test_a_string_with_escapes_json_dumps_does_not_write_is_written_again() -> None:
+    assert literal_json('"caf\\u00e9 \\u0041"') == ("café A", '"café A"')
+    assert literal_json('"\\u000a"') == ("\n", '"\\n"')
+    assert literal_json('"a\\/b"')[0] == "a\\/b"  # `\/` is two characters to Python (read as it reads them)

@@ -254,5 +254,8 @@ def test_a_long_list_in_one_piece_is_read_by_its_scanner_only() -> None:
     other = text.replace("a=7,", "a=8,")
     seventh = kind.parse(Envelope("", other, "", True, False, scanner.decoded), ToolSet(None))[7]
     assert isinstance(seventh, ParsedCall) and seventh.arguments["a"] == 8
-    tripled = BracketScanner(False, kind.read_list)  # a triple quote in the text: walked, not read
-    assert tripled.scan(text + '"""', 0) == (len(text), len(text)) and tripled.decoded is None
+    tripled = BracketScanner(False, kind.read_list)  # a triple quote in a value: walked, not read
+    quoted = text.replace("a=7,", 'a="""]""",')
+    assert tripled.scan(quoted, 0) == (len(quoted), len(quoted)) and tripled.decoded is None
+    after = BracketScanner(False, kind.read_list)  # after the list's `]`: not the list's; read
+    assert after.scan(text + '"""', 0) == (len(text), len(text)) and after.decoded is not None

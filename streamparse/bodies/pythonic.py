@@ -133,7 +133,7 @@ class BracketScanner:
     Python strings; what follows is the enclosing region's.
 
     With `read_list` (a listed kind's), a list that arrives whole in a long first piece is read
-    there by the kind's grammar, which ends at the same `]` where the text holds no triple quote
+    there by the kind's grammar, which ends at the same `]` where no value holds a triple quote
     (its strings are then the walker's, and every bracket of a call it reads is in a value that
     closes, or the call's own): `decoded` keeps the calls for the kind's `parse`, and the text is
     not walked as well. A list that does not read so to its `]` is walked from where it starts."""
@@ -149,7 +149,7 @@ class BracketScanner:
         long = len(text) - pos > _SKIP_FROM
         if self._read_list is not None:  # the first piece only: the walker goes on from there
             read, self._read_list = self._read_list, None
-            if long and text.find('"""', pos) < 0 and text.find("'''", pos) < 0:
+            if long:
                 found = read(text, pos)
                 if found is not None:
                     results, end = found
@@ -220,16 +220,19 @@ class PythonicCalls:
     def read_list(self, text: str, pos: int) -> tuple[list[CallResult], int] | None:
         """The calls of the list at `text[pos]` (after spaces) as `parse` reads them in a body that
         ends at the list's `]`, and where that `]` ends; None where the calls do not read up to a
-        `]` so. For `BracketScanner`, which ends there too when the text holds no triple quote."""
+        `]` so, or a value holds a triple quote. For `BracketScanner`, which then ends there too."""
         pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
         if not text.startswith("[", pos):
             return None
-        results, closed = self._calls(text, _SPACE.match(text, pos + 1).end(), True)  # type: ignore[union-attr]
+        results, closed = self._calls(text, _SPACE.match(text, pos + 1).end(), True, True)  # type: ignore[union-attr]
         return None if closed is None else (results, closed)
 
-    def _calls(self, body: str, pos: int, complete: bool) -> tuple[list[CallResult], int | None]:
+    def _calls(self, body: str, pos: int, complete: bool,
+               plain_quotes: bool = False) -> tuple[list[CallResult], int | None]:
         """The calls from `body[pos]` on (after the `[` of a list), and where the `]` that closes the
-        list ends (None where none does)."""
+        list ends (None where none does, or, with `plain_quotes`, a value holds a triple quote).
+        Only a value's text can hold a quote, and one read as JSON holds no triple quote outside a
+        string (`python_literals.read_argument`): only the others are looked through."""
         if self.listed and body.startswith("]", pos):
             return [], pos + 1
         rule = load_grammar(self.grammar, self.raw_single_quotes)["call"]
@@ -243,6 +246,8 @@ class PythonicCalls:
                 else:
                     results.append(Rejection(INVALID_JSON, [
                         f"not a call at character {pos}: {body[pos:pos + 30]!r}"]))
+                return results, None
+            if plain_quotes and _holds_triple_quote(node):
                 return results, None
             results.append(self.read_call(node))
             pos = _SPACE.match(body, node.end).end()  # type: ignore[union-attr]
@@ -309,7 +314,7 @@ class PythonicCalls:
             if keyword in arguments:
                 return Rejection(INVALID_JSON, [f"{name}: the argument {keyword!r} is written twice"], name=name)
             value_node = argument.children[4]
-            if isinstance(value_node, ValueNode):  # read where the grammar found it
+            if isinstance(value_node, ValueNode) and value_node.value is not None:  # read where the grammar found it
                 value, value_json = value_node.value
             else:
                 try:
@@ -353,6 +358,17 @@ class PythonicCalls:
 
     def calls_per_envelope(self) -> int | None:
         return None if self.listed or self.lines else 1
+
+def _holds_triple_quote(call: Node) -> bool:
+    """Whether a value of a `call` node that JSON does not read holds a triple quote (one it reads, a
+    `ValueNode`, holds none outside its strings)."""
+    optional = call.children[4]
+    for argument in _arguments(optional.children[0]) if optional.children else []:
+        value = argument.children[4] if argument.expr_name == "keyword_argument" else argument
+        if not isinstance(value, ValueNode) and ('"""' in value.text or "'''" in value.text):
+            return True
+    return False
+
 
 def _arguments(node: Node) -> list[Node]:
     """The `argument` nodes' choices (keyword_argument or py_value) of an `arguments` node."""

@@ -46,10 +46,12 @@ class DelimiterSets:
         self.anchor_marks = frozenset(keep([m for a in spec.anchors for m in a.after])
                                       + [a.trigger for a in spec.anchors if a.trigger])
         if self.anchor_marks:
-            self.in_content = Delimiters([*self.in_content.strings, *self.anchor_marks])
+            guards = {a.trigger: a.trigger_next for a in spec.anchors if a.trigger and a.trigger_next}
+            self.in_content = Delimiters([*self.in_content.strings, *self.anchor_marks], guards)
         # Content after an answer opener that was framing: its closer is searched too.
         answer = spec.framing_after_reasoning
-        self.in_answer = Delimiters([*self.in_content.strings, *keep(answer[1:])]) if answer else self.in_content
+        self.in_answer = (Delimiters([*self.in_content.strings, *keep(answer[1:])], self.in_content.guards) if answer
+                          else self.in_content)
         self.trailers = Delimiters(keep([c for w in spec.wrappers for c in w.closers]))
         self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)
                                                 + list(w.framing)))

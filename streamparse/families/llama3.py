@@ -28,6 +28,8 @@ JSON_LEAD = (rf'\{{{_WS}(?:"type"{_WS}:{_WS}"function"{_WS},{_WS})?"name"{_WS}:{
 NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
 BUILTIN_LEAD = rf"{NAME}{_WS}\.{_WS}call{_WS}\("
 PYTHONIC_LEAD = rf"\[{_WS}{NAME}(?:[ \t]{{0,8}}\.[ \t]{{0,8}}{NAME}){{0,8}}{_WS}\("
+# What may follow a `[` that starts PYTHONIC_LEAD: spaces, then a name's first letter or the text's end.
+PYTHONIC_NEXT = rf"{_WS}(?:[A-Za-z_]|\Z)"
 
 JSON_CALLS = AnchorSpec(
     lead=JSON_LEAD,
@@ -100,7 +102,8 @@ PYTHONIC = FormatSpec(
     # Llama 4 may wrap the list in <|python_start|>…<|python_end|>: framing, dropped.
     special=(PYTHON_START, PYTHON_END),
     framing=(PYTHON_START, PYTHON_END),
-    anchors=(AnchorSpec(lead=PYTHONIC_LEAD, body=PythonicCalls("pythonic"), trigger="[", must_end_output=True),),
+    anchors=(AnchorSpec(lead=PYTHONIC_LEAD, body=PythonicCalls("pythonic"), trigger="[", trigger_next=PYTHONIC_NEXT,
+                       must_end_output=True),),
 )
 
 FORMATS = (LLAMA3_JSON, PYTHONIC)
