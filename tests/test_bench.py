@@ -19,6 +19,7 @@ import streamparse
 from bench import measure, outputs, peer
 from bench.cli import Plan, main, run_plan
 from streamparse.registry import get_format
+from streamparse.spec import FormatSpec
 from streamparse.testing import arguments, splittings, text_for
 
 TINY = Plan(
@@ -136,36 +137,55 @@ _NAMES = st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True)
 def laid_out_outputs(draw: st.DrawFn, fmt: str) -> tuple[str, list[bool]]:
     """Model output built from pieces: text, whitespace runs, delimiter fragments and whole calls.
 
-    Returns the text and, per character, whether it lies outside the calls."""
+    Returns the text and, per character, whether it lies outside the calls (`laid_out`)."""
     spec = get_format(fmt)
     delimiters = [*spec.delimiters, *spec.reserved]
     fragments = sorted({d[:cut] for d in delimiters for cut in range(1, len(d))})
-    pieces: list[tuple[str, bool]] = []  # (text, outside calls)
+    pieces: list[tuple[str, bool]] = []  # (text, a rendered call)
     if bool(spec.reasoning) and draw(st.booleans()):
         reasoning = draw(text_for(fmt, min_size=1).filter(bool))
-        pieces.append((streamparse.render(streamparse.Message(reasoning=reasoning), fmt), True))
+        pieces.append((streamparse.render(streamparse.Message(reasoning=reasoning), fmt), False))
     for _ in range(draw(st.integers(0, 8))):
         kind = draw(st.sampled_from(("text", "whitespace", "fragment", "call")))
         if kind == "text":
-            pieces.append((draw(text_for(fmt, min_size=1).filter(bool)), True))
+            pieces.append((draw(text_for(fmt, min_size=1).filter(bool)), False))
         elif kind == "whitespace":
-            pieces.append((draw(st.text(st.sampled_from(" \t\n"), min_size=1, max_size=40)), True))
+            pieces.append((draw(st.text(st.sampled_from(" \t\n"), min_size=1, max_size=40)), False))
         elif kind == "fragment":
-            pieces.append((draw(st.sampled_from(fragments)), True))
+            pieces.append((draw(st.sampled_from(fragments)), False))
         else:
             call = streamparse.ToolCall("id", draw(_NAMES), draw(arguments(fmt)), "")
-            # An anchored call (llama3_json, pythonic) is a call only where it stands (at the start, at
-            # the end): elsewhere it is content, and its whitespace may be pending like any other.
-            # (Functionary v3.1 has an anchor too, but renders this call in an envelope: a call where it stands.)
-            rendered = streamparse.render(streamparse.Message(tool_calls=[call]), fmt).strip()
-            enveloped = any(opener in rendered for envelope in spec.envelopes for opener in envelope.openers)
-            pieces.append((rendered, bool(spec.anchors) and not enveloped))
+            pieces.append((streamparse.render(streamparse.Message(tool_calls=[call]), fmt).strip(), True))
     text = "".join(piece for piece, _ in pieces)
     # Pieces must not join into a delimiter: the layout below is what the engine must see.
     for delimiter in delimiters:
         assume(text.count(delimiter) == sum(piece.count(delimiter) for piece, _ in pieces))
-    outside = [flag for piece, flag in pieces for _ in piece]
-    return text, outside
+    return laid_out(spec, pieces)
+
+
+def laid_out(spec: FormatSpec, pieces: list[tuple[str, bool]]) -> tuple[str, list[bool]]:
+    """The text of `pieces` (text, whether it is a rendered call) and, per character, whether it lies
+    outside the calls: everything but the calls the engine reads as calls where they stand."""
+    outside: list[bool] = []
+    before = ""  # the character before the piece ("" at the start of the output)
+    for piece, is_call in pieces:
+        outside += [not (is_call and _read_as_call(spec, piece, before))] * len(piece)
+        before = piece[-1:]
+    return "".join(piece for piece, _ in pieces), outside
+
+
+def _read_as_call(spec: FormatSpec, rendered: str, before: str) -> bool:
+    """Whether a rendered call is a call after the character `before`: elsewhere it is content, and
+    its whitespace may be pending like any other."""
+    # An anchored call (llama3_json, pythonic) is a call only where it stands (at the start, at the end).
+    # (Functionary v3.1 has an anchor too, but renders this call in an envelope: a call where it stands.)
+    if spec.anchors and not any(opener in rendered for envelope in spec.envelopes for opener in envelope.openers):
+        return False
+    # An opener that counts only at the start or after whitespace (phi4_mini's `functools[`, Decision 19)
+    # opens nothing right after other text: the list is a word of the content.
+    spaced = any(rendered.startswith(opener) for envelope in spec.envelopes if envelope.after_space
+                 for opener in envelope.openers)
+    return not spaced or not before or before.isspace()
 
 
 def _occurrences(text: str, delimiter: str) -> list[int]:
@@ -198,17 +218,22 @@ def test_held_back_never_exceeds_the_longest_delimiter_plus_the_pending_whitespa
     fmt: str, data: st.DataObject
 ) -> None:
     text, outside = data.draw(laid_out_outputs(fmt))
-    longest = max(map(len, get_format(fmt).delimiters))
-    markers = frozenset(at for delimiter in get_format(fmt).delimiters for start in _occurrences(text, delimiter)
-                        for at in range(start, start + len(delimiter)))
     emit = data.draw(st.sampled_from(("validated", "progressive")))
-    parser = streamparse.StreamParser(fmt, emit_calls=emit)
+    assert_held_back_within_bound(fmt, text, outside, data.draw(splittings(text)), emit)
+
+
+def assert_held_back_within_bound(fmt: str, text: str, outside: list[bool], chunks: list[str], emit: str) -> None:
+    """Feed `chunks` of `text`; after each, the parser holds back no more than `held_back_bound`."""
     spec = get_format(fmt)
+    longest = max(map(len, spec.delimiters))
+    markers = frozenset(at for delimiter in spec.delimiters for start in _occurrences(text, delimiter)
+                        for at in range(start, start + len(delimiter)))
+    parser = streamparse.StreamParser(fmt, emit_calls=emit)
     # Apriel: the output starts in reasoning that counts only once its closer comes, and is held until
     # then (`forced_reasoning_needs_closer`, the cost FormatSpec states); the bound holds from there.
     deferred = spec.reasoning_always_open and spec.forced_reasoning_needs_closer
     fed = 0
-    for chunk in data.draw(splittings(text)):
+    for chunk in chunks:
         parser.feed(chunk)
         fed += len(chunk)
         if deferred and not any(closer in text[:fed] for _, closer in spec.reasoning):
@@ -216,3 +241,22 @@ def test_held_back_never_exceeds_the_longest_delimiter_plus_the_pending_whitespa
         bound = held_back_bound(text, outside, fed, longest, markers)
         assert parser.held_back <= bound, f"held {parser.held_back} > {bound} after {text[:fed]!r}"
     parser.close()
+
+
+def test_a_phi4_mini_list_right_after_a_word_is_content_whose_whitespace_is_pending() -> None:
+    """`functools[` right after a word opens nothing (Decision 19): the list is content. Whitespace in
+    it before what may still become `functools[` is content's pending whitespace (trailing, were a
+    call to follow and end the output), held with the prefix; the bound counts it (hypothesis found
+    this layout, whose call the bound took for a call)."""
+    spec = get_format("phi4_mini")
+    call = streamparse.ToolCall("id", "a", {"a": {"    functoo": None}}, "")
+    listed = streamparse.render(streamparse.Message(tool_calls=[call]), "phi4_mini").strip()
+    text, outside = laid_out(spec, [("00", False), (listed, True)])
+    assert all(outside) and streamparse.parse(text, "phi4_mini").content == text
+    parser = streamparse.StreamParser("phi4_mini")
+    parser.feed(text[: text.index("functoo\"") + len("functoo")])
+    assert parser.held_back == len("    functoo")  # four spaces and a prefix of `functools[`
+    for emit in ("validated", "progressive"):
+        assert_held_back_within_bound("phi4_mini", text, outside, list(text), emit)
+    # Right after whitespace the same list is a call: its text lies inside it.
+    assert laid_out(spec, [("00 ", False), (listed, True)])[1] == [True] * 3 + [False] * len(listed)
