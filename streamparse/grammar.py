@@ -79,7 +79,7 @@ def _py_value(text: str, pos: int, cache: Any, grammar: Any, raw_single_quotes: 
     end = json_value_end(text, pos)
     if end is not None:
         return ValueNode(grammar["py_value"], text, pos, end, None)
-    end = value_end(text, pos, raw_single_quotes)
+    end = value_end(text, pos, raw_single_quotes, looked_through=True)
     return None if end is None else Node(grammar["py_value"], text, pos, end)
 
 

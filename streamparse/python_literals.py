@@ -112,12 +112,13 @@ def json_value_end(text: str, pos: int) -> int | None:
     return _json_value_end(text, pos) if text[pos:pos + 1] in _JSON_OPENERS else None
 
 
-def value_end(text: str, pos: int, raw_single_quotes: bool = False) -> int | None:
+def value_end(text: str, pos: int, raw_single_quotes: bool = False, looked_through: bool = False) -> int | None:
     """Where the expression starting at `text[pos]` ends: at the first `,` or closing bracket
     outside strings and brackets, or the end of the text. None when it is empty or unbalanced.
-    A list, dict or string that JSON reads is looked through by jiter (`_json_value_end`); any
-    other text, and that one where jiter does not say, is scanned (`_scanned_value_end`)."""
-    if text[pos:pos + 1] in _JSON_OPENERS:
+    A list, dict or string that JSON reads is looked through by jiter (`_json_value_end`; not again
+    where the caller did, `looked_through`); any other text, and that one where jiter does not say,
+    is scanned (`_scanned_value_end`)."""
+    if not looked_through and text[pos:pos + 1] in _JSON_OPENERS:
         end = _json_value_end(text, pos)
         if end is not None:
             return end
