@@ -26,9 +26,12 @@ class Delimiters:
         unique = sorted({s for s in strings if s}, key=lambda s: (-len(s), s))
         self.strings: tuple[str, ...] = tuple(unique)
         self.guards = {s: guard for s, guard in (guards or {}).items() if s in unique and guard}
-        # Longest first, so that at one position the longest delimiter wins.
-        self._pattern = re.compile("|".join(re.escape(s) + (f"(?={self.guards[s]})" if s in self.guards else "")
-                                            for s in unique)) if unique else None
+
+        def pattern(members: Iterable[str]) -> re.Pattern[str]:  # longest first: at one position it wins
+            return re.compile("|".join(re.escape(s) + (f"(?={self.guards[s]})" if s in self.guards else "")
+                                       for s in members))
+
+        self._pattern = pattern(unique) if unique else None
         self._prefixes = frozenset(s[:i] for s in unique for i in range(1, len(s)))
         self._longest = max((len(s) for s in unique), default=0)
         firsts = sorted({s[0] for s in unique})
@@ -36,9 +39,7 @@ class Delimiters:
         # Delimiters of different first characters, one pattern per first character: `re` finds a
         # pattern with a literal first character at memchr speed, and an alternation of several
         # first characters one position at a time (about twenty times slower).
-        self._groups = tuple(re.compile("|".join(re.escape(s) + (f"(?={self.guards[s]})" if s in self.guards else "")
-                                                 for s in unique if s[0] == first))
-                             for first in firsts) if len(firsts) > 1 else ()
+        self._groups = tuple(pattern(s for s in unique if s[0] == first) for first in firsts) if len(firsts) > 1 else ()
 
     def __bool__(self) -> bool:
         return bool(self.strings)
