@@ -45,6 +45,15 @@ def test_a_bad_line_is_rejected_on_its_own_and_its_siblings_stand() -> None:
     assert msg.content == "after"
 
 
+def test_with_no_call_accepted_the_first_and_last_bad_lines_carry_the_opener_and_closer() -> None:
+    # An accepted call's raw is the whole envelope; with none, nothing else would hold its tags.
+    text = f"{OPEN}\n not a call \n\nm(1)\n{CLOSE} after"
+    msg = read(text)
+    assert [r.raw for r in msg.rejected] == [f"{OPEN}\n not a call ", f"m(1)\n{CLOSE}"]
+    assert read(f"{OPEN}<think>{CLOSE}").rejected[0].raw == f"{OPEN}<think>{CLOSE}"
+    assert read(text, on_rejected="content").content == f"{OPEN}\n not a call m(1)\n{CLOSE} after"
+
+
 def test_a_call_may_span_lines_inside_its_parentheses() -> None:
     msg = read(f"{OPEN}\n  f(a='x',\n    b=2)\n  g(s='line\\nbreak')\n{CLOSE}")
     assert named_calls(msg) == [("f", {"a": "x", "b": 2}), ("g", {"s": "line\nbreak"})]

@@ -209,7 +209,7 @@ class PythonicCalls:
             status = INVALID_JSON if envelope.complete else TRUNCATED
             return [Rejection(status, [f"{self.tag} is empty"])]
         if self.lines:
-            return self._lines(body, pos, envelope.complete)
+            return self._lines(envelope, pos)
         if self.listed:
             if not body.startswith("[", pos):
                 return [Rejection(INVALID_JSON, [f"{self.tag} does not start with '['"])]
@@ -266,10 +266,14 @@ class PythonicCalls:
                                                     f"{body[pos:pos + 30]!r}"]))
             return results, None
 
-    def _lines(self, body: str, pos: int, complete: bool) -> list[CallResult]:
-        """One call per non-empty line (`lines`): a line that is not one call is a rejection of its own."""
+    def _lines(self, envelope: Envelope, pos: int) -> list[CallResult]:
+        """One call per non-empty line (`lines`): a line that is not one call is a rejection of its own.
+        An accepted call carries the whole envelope as its raw text; where none is, the first and the
+        last rejected line carry the envelope's opener and closer, so no character is lost."""
+        body, complete = envelope.body, envelope.complete
         rule = load_grammar(self.grammar, self.raw_single_quotes)["call"]
         results: list[CallResult] = []
+        start, raw_end = pos, pos
         while pos < len(body):
             try:
                 node = rule.match(body, pos)
@@ -278,8 +282,10 @@ class PythonicCalls:
                 node, end = None, pos
             line_end = body.find("\n", end)
             line_end = len(body) if line_end < 0 else line_end
+            raw_end = line_end
             if node is not None and not body[end:line_end].strip():
                 result = self.read_call(node)
+                raw_end = end
                 results.append(replace(result, raw=body[pos:end]) if isinstance(result, Rejection) else result)
             elif line_end == len(body) and not complete:
                 results.append(Rejection(TRUNCATED, [f"the output ended inside {self.tag}"], body[pos:line_end]))
@@ -287,6 +293,11 @@ class PythonicCalls:
                 line = body[pos:line_end]
                 results.append(Rejection(INVALID_JSON, [f"not one call on the line: {line.strip()[:30]!r}"], line))
             pos = _SPACE.match(body, line_end).end()  # type: ignore[union-attr]
+        rejected = [result for result in results if isinstance(result, Rejection)]
+        if len(rejected) == len(results):
+            rejected[0] = replace(rejected[0], raw=envelope.opener + body[:start] + (rejected[0].raw or ""))
+            rejected[-1] = replace(rejected[-1], raw=(rejected[-1].raw or "") + body[raw_end:] + envelope.closer)
+            return list(rejected)
         return results
 
     def _after_list(self, body: str, pos: int, complete: bool, results: list[CallResult]) -> list[CallResult]:
