@@ -87,10 +87,11 @@ def template_path(format: str) -> Path:
 
 
 def load_template(peer: Peer, format: str) -> Any | None:
-    """The compiled response template for `format`, or None for a format in `INEXPRESSIBLE`."""
-    if format in INEXPRESSIBLE:
-        return None
+    """The compiled response template for `format`, or None for a format in `INEXPRESSIBLE` or
+    without one in bench/templates (`--formats` may name any format: it is then measured alone)."""
     path = template_path(format)
+    if format in INEXPRESSIBLE or not path.exists():
+        return None
     return peer.load_template(json.loads(path.read_text(encoding="utf-8")))
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from typing import Any
 
+import jiter
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -18,7 +20,7 @@ from streamparse.python_literals import (
     _ast_literal,
     _json_name,
     _json_value_end,
-    _name_in_a_string,
+    _marked_in_a_string,
     _scanned_value_end,
     literal,
     literal_json,
@@ -190,11 +192,33 @@ def python_names(text: str) -> str:
 
 @given(NAMED)
 def test_python_names_are_respelled_outside_strings_only(value: Any) -> None:
-    """Whichever way the strings are told from the rest (a split where quotes are fewer than the names,
-    else a count of the quotes before each name), the names are respelled as the one regex pass does."""
+    """The names marked and told outside strings respell the text as the one regex pass does."""
     text = python_names(json.dumps(value))
     assert _as_json_names(text) == _PYTHON_NAMES.sub(_json_name, text)
     assert literal(text) == value
+
+
+NEAR_NAMES = st.lists(st.sampled_from(['"', '\\', "\\\\", '\\"', "True", "False", "None", "true", "Tru", "e",
+                                       "\x01", "\x02", "[", "]", "{", "}", ":", ",", " ", "a", "1", "é"]),
+                      max_size=24).map("".join)
+
+
+def _read(text: str) -> object:
+    try:
+        return jiter.from_json(text.encode("utf-8", "surrogatepass"))
+    except ValueError:
+        return ValueError
+
+
+@given(NEAR_NAMES)
+@example('"\\True"')  # a backslash before a mark: inside the string
+@example('"a" True "b"')
+@example('"True" "')  # quotes that do not pair
+@example('"\\"True\\""')  # escaped quotes around a name in a string
+def test_respelled_names_read_as_the_regex_pass_reads_them(text: str) -> None:
+    """On any text: what jiter reads after the names are respelled is what it reads after the regex
+    pass respelled them (both refuse, or both give the same value)."""
+    assert _read(_as_json_names(text)) == _read(_PYTHON_NAMES.sub(_json_name, text))
 
 
 def test_values_separated_by_commas_are_a_tuple_not_the_first_value() -> None:
@@ -214,12 +238,15 @@ def test_the_value_written_by_json_dumps_is_its_own_json_text() -> None:
     assert literal_json("(1, 2)") == ([1, 2], None)  # not JSON: written by the caller
 
 
-@pytest.mark.parametrize("strings", [1, 40])  # fewer quotes than names, or more: a split, or a count
-@pytest.mark.parametrize(("last", "inside"), [('"b": True', False), ('"b": "x True"', True),
-                                              ('"b": "x \\" True"', True), ('"b": "x \\\\", "c": True', False)])
+@pytest.mark.parametrize("strings", [0, 1, 40])
+@pytest.mark.parametrize(("last", "inside"), [
+    ('"b": True', False), ('"b": "x True"', True), ('"b": "x \\" True"', True), ('"b": "x \\" True \\""', True),
+    ('"b": "x \\\\", "c": True', False), ('"b": "x", "c": "y", None', False), ('"b": "x"" None', True),
+    ('"b": "False', True)])
 def test_a_name_is_found_inside_a_string_or_not(strings: int, last: str, inside: bool) -> None:
-    text = "{" + ", ".join(f'"k{i}": "v"' for i in range(strings)) + ", " + last + "}"
-    assert _name_in_a_string(text) is inside
+    text = "{" + "".join(f'"k{i}": "v", ' for i in range(strings)) + last + "}"
+    marked = re.sub("True|False|None", lambda match: chr(1 + ["True", "False", "None"].index(match.group())), text)
+    assert _marked_in_a_string(marked.encode()) is inside
 
 
 JSON_LIKE = st.one_of(VALUES.map(lambda value: python_names(json.dumps(value))),
