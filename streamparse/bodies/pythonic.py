@@ -273,7 +273,7 @@ class PythonicCalls:
         body, complete = envelope.body, envelope.complete
         rule = load_grammar(self.grammar, self.raw_single_quotes)["call"]
         results: list[CallResult] = []
-        start, raw_end = pos, pos
+        start, raw_end = pos, pos  # where the first line starts, and the last line's raw text ends
         while pos < len(body):
             try:
                 node = rule.match(body, pos)
@@ -282,7 +282,7 @@ class PythonicCalls:
                 node, end = None, pos
             line_end = body.find("\n", end)
             line_end = len(body) if line_end < 0 else line_end
-            raw_end = line_end
+            raw_end = line_end  # where the line's raw text ends
             if node is not None and not body[end:line_end].strip():
                 result = self.read_call(node)
                 raw_end = end
