@@ -363,7 +363,8 @@ class FormatSpec:
     # `<|START_RESPONSE|>` / `<|END_RESPONSE|>`): content is the text around them, joined.
     framing: tuple[str, ...] = ()
     # Markers that are framing only at the end of the output (after them only whitespace): GigaChat's
-    # stop token `<|message_sep|>`, left in by a server. Followed by other text they are content, verbatim.
+    # stop token `<|message_sep|>`, left in by a server. Followed by other text they are content, verbatim;
+    # another marker is other text (of a run only the last can be framing, so one at most is held back).
     trailing_framing: tuple[str, ...] = ()
     # The `framing` markers are dropped inside reasoning too (Kimi K3's response channel tags:
     # framing wherever they appear). Otherwise reasoning keeps them as text.

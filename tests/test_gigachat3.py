@@ -38,6 +38,23 @@ def test_text_after_the_object_is_content_and_a_trailing_message_sep_is_framing(
         assert msg.content == text and msg.tool_calls == [] and msg.rejected == []
 
 
+def test_only_the_last_of_several_message_seps_is_trailing_so_one_at_most_is_held() -> None:
+    # A separator followed by another is not at the end: it is content (only whitespace may follow a
+    # trailing one), which keeps what the parser holds back bounded however many come.
+    sep = "<|message_sep|>"
+    assert both_modes(f"Hi{sep}{sep}").content == f"Hi{sep}"
+    assert both_modes(f"Hi{sep}\n\n{sep}\n").content == f"Hi{sep}"
+    msg = both_modes(f"{sep}{CALL_MESSAGE}" + '{"name": "f", "arguments": {}}')
+    assert (msg.content, named_calls(msg)) == (sep, [("f", {})])
+    parser = streamparse.StreamParser(FMT)
+    held = []
+    for _ in range(50):
+        parser.feed(sep)
+        held.append(parser.held_back)
+    parser.close()
+    assert max(held) == len(sep) and parser.message.content == sep * 49
+
+
 def test_several_call_messages_are_several_calls_and_the_words_alone_are_content() -> None:
     text = (CALL_MESSAGE + '{"name": "f", "arguments": {"a": 1}}' + CALL_MESSAGE + '{"name": "g", "arguments": {}}')
     assert named_calls(both_modes(text)) == [("f", {"a": 1}), ("g", {})]

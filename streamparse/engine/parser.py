@@ -371,10 +371,14 @@ class StreamParser:
         at = match.start()
         if delimiters.is_prefix(text, at):  # a longer delimiter may still start here (GigaChat's message end)
             self._output.emit_text(region, text[pos:at])
+            if in_content and self._sets.trailing_framing:
+                self._not_trailing(region, match.group())
             return self._hold(text, at)
         self._output.emit_text(region, text[pos:at])
         found = match.group()
         if in_content:
+            if self._sets.trailing_framing:
+                self._not_trailing(region, found)
             if found in self._sets.anchor_marks and self._anchored is not None:
                 return self._anchored.at_mark(self, text, found, at, match.end())
             if self._answer_open and found == self._answer_closer:
@@ -430,6 +434,16 @@ class StreamParser:
             return self._hold(text, start)
         self._answer_expected = False
         return None
+
+    def _not_trailing(self, region: Region, found: str) -> None:
+        """A delimiter that starts with a trailing-framing marker (GigaChat's `<|message_sep|>`, or
+        its call message's opener) comes: a marker held before it is not at the end (only whitespace
+        may follow a trailing one), so it is content, and at most one is ever held."""
+        if region.pending_ws and any(map(found.startswith, self._sets.trailing_framing)) \
+                and not "".join(region.pending_ws).isspace():
+            held = "".join(region.pending_ws)
+            region.drop_pending()
+            self._output.emit_text(region, held)
 
     # ----------------------------------------------------------------- wrappers and envelopes
 
