@@ -439,9 +439,10 @@ class StreamParser:
         """A delimiter that starts with a trailing-framing marker (GigaChat's `<|message_sep|>`, or
         its call message's opener) comes: a marker held before it is not at the end (only whitespace
         may follow a trailing one), so it is content, and at most one is ever held."""
-        if region.pending_ws and any(map(found.startswith, self._sets.trailing_framing)) \
-                and not "".join(region.pending_ws).isspace():
-            held = "".join(region.pending_ws)
+        if not region.pending_ws or not any(map(found.startswith, self._sets.trailing_framing)):
+            return
+        held = "".join(region.pending_ws)
+        if not held.isspace():
             region.drop_pending()
             self._output.emit_text(region, held)
 
