@@ -428,14 +428,13 @@ def _as_json_names(text: str) -> str:
     costs a call a string."""
     if "True" not in text and "False" not in text and "None" not in text:
         return text
-    if "\x01" in text or "\x02" in text or "\x03" in text:
-        return _PYTHON_NAMES.sub(_json_name, text)
-    marked = text.encode("utf-8", "surrogatepass").replace(b"True", b"\x01").replace(b"False", b"\x02") \
-        .replace(b"None", b"\x03")
-    if _marked_in_a_string(marked):
-        return _PYTHON_NAMES.sub(_json_name, text)
-    spelled = marked.replace(b"\x01", b"true").replace(b"\x02", b"false").replace(b"\x03", b"null")
-    return spelled.decode("utf-8", "surrogatepass")
+    if "\x01" not in text and "\x02" not in text and "\x03" not in text:
+        marked = text.encode("utf-8", "surrogatepass").replace(b"True", b"\x01").replace(b"False", b"\x02") \
+            .replace(b"None", b"\x03")
+        if not _marked_in_a_string(marked):
+            spelled = marked.replace(b"\x01", b"true").replace(b"\x02", b"false").replace(b"\x03", b"null")
+            return spelled.decode("utf-8", "surrogatepass")
+    return _PYTHON_NAMES.sub(_json_name, text)
 
 
 def _marked_in_a_string(marked: bytes) -> bool:
