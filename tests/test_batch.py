@@ -72,7 +72,11 @@ def test_every_fixture_row_is_exactly_its_parse(kind: str, key: tuple[str, str, 
     assert [list(record) for record in out] == [["id", "text", *RESULT_COLUMNS]] * len(rows)
     for row, record in zip(rows, out, strict=True):
         assert record["id"] == row.label and record["text"] == row.text
-        assert decoded(record) == expected_columns(streamparse.parse(row.text, fmt, tools=tools, id_factory=ids))
+        want = expected_columns(streamparse.parse(row.text, fmt, tools=tools, id_factory=ids))
+        assert decoded(record) == want
+        # the JSON columns as json.dumps writes them, to the character (spaces, non-ASCII kept as is)
+        assert [record["tool_calls"], record["rejected"]] == [
+            json.dumps(want["tool_calls"], ensure_ascii=False), json.dumps(want["rejected"], ensure_ascii=False)]
     assert any(record["rejected"] != "[]" for record in out)  # the cut-short rows have rejected calls
 
 

@@ -36,10 +36,16 @@ def rejected_list(message: Message) -> list[dict[str, Any]]:
     return [{"status": r.status, "errors": r.errors, "raw": r.raw, "name": r.name} for r in message.rejected]
 
 
+# `json.dumps(value, ensure_ascii=False)`: that call builds an encoder each time, which cost a row more
+# than writing its two short lists (bench.throughput's rows: 8.4 µs against 4.4 with this and "[]").
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def message_row(message: Message) -> tuple[str, str, str, str]:
     """The four result columns of one message: content, reasoning, tool_calls JSON, rejected JSON."""
-    calls = json.dumps([call.to_openai() for call in message.tool_calls], ensure_ascii=False)
-    return message.content, message.reasoning, calls, json.dumps(rejected_list(message), ensure_ascii=False)
+    calls = _ENCODE([call.to_openai() for call in message.tool_calls]) if message.tool_calls else "[]"
+    rejected = _ENCODE(rejected_list(message)) if message.rejected else "[]"
+    return message.content, message.reasoning, calls, rejected
 
 
 @contextmanager
