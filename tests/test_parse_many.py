@@ -14,10 +14,14 @@ from concurrent.futures.process import BrokenProcessPool
 import pytest
 from conftest import ids
 from corpus import case_rows, fixture_rows, groups
+from hypothesis import given
+from hypothesis import strategies as st
 
 import streamparse
 from streamparse.batch.many import (
+    SHORTEST_PIECE,
     ReceivedToolCall,
+    _piece,
     compact_fields,
     iter_parse_many,
     message_from_compact,
@@ -77,6 +81,37 @@ def test_long_strings_of_a_text_are_sent_as_where_they_lie_not_as_text() -> None
     (_id, name, arguments_json, raw, _arguments), = calls
     assert isinstance(arguments_json, tuple) and isinstance(raw, tuple) and name == "f"
     assert text[arguments_json[0]:arguments_json[1]] == message.tool_calls[0].arguments_json
+
+
+@given(st.data())
+def test_a_piece_is_where_the_value_first_lies_or_the_value_itself(data: st.DataObject) -> None:
+    # a text of one head followed by short tails, so the head stands in many places where the value
+    # does not: the head-then-compare search, its bound on misses and its fallback all get drawn
+    head = data.draw(st.one_of(st.text("ab", min_size=SHORTEST_PIECE - 2, max_size=SHORTEST_PIECE + 2),
+                               st.sampled_from(["a" * SHORTEST_PIECE, "ab" * (SHORTEST_PIECE // 2)])))
+    tails = data.draw(st.lists(st.text("ab", max_size=3), max_size=24))
+    text = "".join(head + tail for tail in tails)
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    value = head + data.draw(st.one_of(st.sampled_from(tails) if tails else st.just(""), st.text("ab", max_size=8)))
+    at = text.find(value, start, end)
+    want = value if len(value) < SHORTEST_PIECE or at < 0 else (at, at + len(value))
+    assert _piece(text, value, start, end) == want
+
+
+HEAD = "h" * SHORTEST_PIECE
+
+
+@pytest.mark.parametrize(("text", "value", "at"), [
+    (HEAD + "b", HEAD + "b", 0),
+    ("a" + HEAD + "b", HEAD + "b", 1),
+    (HEAD + "hb", HEAD + "b", 1),  # the head again one place on, inside its first place
+    ((HEAD + "x") * 4 + HEAD + "y", HEAD + "y", 4 * (SHORTEST_PIECE + 1)),  # after the last head miss
+    ((HEAD + "x") * 9 + HEAD + "y", HEAD + "y", 9 * (SHORTEST_PIECE + 1)),  # found by the whole-value find
+    ((HEAD + "x") * 9, HEAD + "y", None),
+])
+def test_a_piece_found_past_heads_that_do_not_go_on_as_the_value(text: str, value: str, at: int | None) -> None:
+    assert _piece(text, value) == (value if at is None else (at, at + len(value)))
 
 
 def test_a_call_sent_back_reads_like_a_parsed_one_and_pickles_as_one() -> None:
