@@ -14,14 +14,20 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from streamparse import python_literals
 from streamparse.python_literals import (
+    _JITER_PAD,
     _PYTHON_NAMES,
     _as_json_names,
     _ast_literal,
+    _canonical,
+    _entries,
     _json_name,
     _json_value_end,
     _marked_in_a_string,
     _scanned_value_end,
+    _unpadded,
+    _Unsure,
     literal,
     literal_json,
     read_argument,
@@ -332,3 +338,204 @@ def test_a_string_with_escapes_json_dumps_does_not_write_is_written_again() -> N
     assert literal_json('"caf\\u00e9 \\u0041"') == ("café A", '"café A"')
     assert literal_json('"\\u000a"') == ("\n", '"\\n"')
     assert literal_json('"a\\/b"')[0] == "a\\/b"  # `\/` is two characters to Python (read as it reads them)
+
+
+# `_canonical`: the proof that `json_text` of jiter's reading is the text itself, without writing it.
+# Texts are written as `json.dumps` writes them, but for spellings it does not write drawn in now and
+# then: each is one `_canonical` must catch, or one it must not take for a flaw (inside strings).
+TEXT_CHARS = [*", : [ ] { } \" \\ / 0 1 5 . - e E a b é 😀 \u2028 \x7f \x01 \n \t",
+              "1.50", "-0", "1e5", "12345678901234567", "\\u", "True", ", ", ": ", "  "]
+SEPARATORS = {", ": [",", " ,", " , ", ",  ", ",\n", ",\t"], ": ": [":", " :", " : ", ":  ", ":\r"]}
+FLOATS = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                   st.sampled_from([0.0, -0.0, 1e5, 1.5, 2.5, 10.0, 0.0001, 0.00001, 1e15, 1e16, 1e22, 0.1, 1 / 3,
+                                    123456789.12345, 1234567890.123456, 5e-324, -2.5e-3]))
+PLAIN = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-12, 12), FLOATS,
+              st.lists(st.sampled_from(TEXT_CHARS), max_size=6).map("".join)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.sampled_from(["a", "b", "c", "k:", "k,", " "]), inner, max_size=4)),
+    max_leaves=14)
+
+
+@st.composite
+def dumps_like(draw: st.DrawFn, value: Any, python_names: bool = False) -> str:
+    """`value` as `json.dumps(value, ensure_ascii=False)` writes it, each token now and then spelled
+    otherwise: spaces around separators and brackets, `-0`, floats with trailing 0s or exponents,
+    escapes it does not write (`\\u`, `\\/`), a key written twice, Python's names."""
+
+    def odd() -> bool:
+        return draw(st.integers(0, 9)) == 0
+
+    def separator(canonical: str) -> str:
+        return draw(st.sampled_from(SEPARATORS[canonical])) if odd() else canonical
+
+    def opener(char: str) -> str:
+        return char + " " if odd() else char
+
+    def closer(char: str) -> str:
+        return draw(st.sampled_from([" ", "\n"])) + char if odd() else char
+
+    if value is None or isinstance(value, bool):
+        name = json.dumps(value)
+        python = {"null": "None", "true": "True", "false": "False"}[name]
+        return python if python_names and draw(st.booleans()) else name
+    if isinstance(value, int):
+        return "-0" if value == 0 and odd() else str(value)
+    if isinstance(value, float):
+        if not odd():
+            return repr(value)
+        return draw(st.sampled_from([repr(value) + "0", f"{value:e}", f"{value:E}", f"{value:.20f}", f"{value:.3f}",
+                                     f"{value:.17g}", f"{value:.1f}"]))
+    if isinstance(value, str):
+        if not odd():
+            return json.dumps(value, ensure_ascii=False)
+        return draw(st.sampled_from([json.dumps(value), json.dumps(value, ensure_ascii=False).replace("/", "\\/"),
+                                     json.dumps(value, ensure_ascii=False).replace("a", "\\u0061")]))
+    if isinstance(value, list):
+        items = [draw(dumps_like(item, python_names)) for item in value]
+        return opener("[") + "".join(item if not i else separator(", ") + item for i, item in enumerate(items)) \
+            + closer("]")
+    keys = [draw(dumps_like(key)) for key in value]
+    if keys and odd():
+        keys.append(draw(st.sampled_from(keys)))  # a key written twice
+    pairs = [key + separator(": ") + draw(dumps_like(item, python_names))
+             for key, item in zip(keys, [*value.values(), 0], strict=False)]
+    return opener("{") + "".join(pair if not i else separator(", ") + pair for i, pair in enumerate(pairs)) \
+        + closer("}")
+
+
+CONTAINERS = st.one_of(st.lists(PLAIN, max_size=5), st.dictionaries(st.text(max_size=3), PLAIN, max_size=5))
+
+
+def _as_jiter_reads(data: bytes) -> Any:
+    """jiter's reading of `data` as `_as_json` has it (nesting bounded as Python bounds it); None
+    where it does not read."""
+    try:
+        return _unpadded(jiter.from_json(b"[" * _JITER_PAD + data + b"]" * _JITER_PAD, allow_inf_nan=False))
+    except (ValueError, _Unsure):
+        return None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(CONTAINERS.flatmap(dumps_like))
+@example('{"a": [1, 2.5, "x, y: z"], "b": null}')
+@example('{"a": -0}')
+@example('[1.50]')
+@example('[1e5, 1E5]')
+@example('[0.00001]')
+@example('[12345678901234567]')
+@example('["\\u0061"]')
+@example('["a\\/b"]')
+@example('{"a": 1, "a": 2}')
+@example('{"a": {}, "b": [], "c": [[]]}')
+@example('[1,2]')
+@example('[1 , 2]')
+@example('[ 1]')
+@example('[1]\n')
+@example('{"a":  1}')
+@example('["a", "b" ]')
+@example('["\\"", "\\\\", "\\\\\\"", "x\\\\"]')
+@example('["a,", "b"]')  # a string ending in a separator: left to `json_text`
+@example('["a ", "[", "b"]')  # ending in a space or `[`: its closer is taken for an opener
+def test_a_text_proven_canonical_is_what_json_dumps_writes(text: str) -> None:
+    """Wherever `_canonical` says so, `json_text` of jiter's reading writes the text back as it is."""
+    data = text.encode()
+    value = _as_jiter_reads(data)
+    if not isinstance(value, (dict, list)):
+        return
+    if _canonical(data, _entries(value)):
+        assert json_text(value) == text
+
+
+def _outcome(read: Any, text: str) -> Any:
+    try:
+        value, written = read(text)
+    except _Unsure:
+        return "unsure"
+    return typed(value), written
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.one_of(CONTAINERS.flatmap(lambda value: dumps_like(value, python_names=True)), JSON_LIKE))
+@example('{"a": True, "b": [None, 1.5, -0], "c": "None, True"}')
+@example('{"a": 1, "a": 2}')
+@example('[1e999]')
+def test_as_json_reads_and_writes_as_writing_every_text_did(text: str) -> None:
+    """With the proof tried on every text, whatever its size, `_as_json` gives the value and JSON text
+    (or leaves the text) as it does without the proof, where it writes `json_text` every time."""
+    if text[:1] not in ('[', '{', '"', "'"):
+        return
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(python_literals, "_written_as_read", lambda data, value: False)
+        written_every_time = _outcome(python_literals._as_json, text)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(python_literals, "_PROVEN_FROM", 0)
+        patched.setattr(python_literals, "_BYTES_PER_ENTRY", 10 ** 9)
+        assert _outcome(python_literals._as_json, text) == written_every_time, text
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": [1, 2.5, -3, -0.5, -0.0, 0.0, 0.0001, 1234567.125], "b": {"c": null, "d": true, "e": false}}',
+    '{"a": {}, "b": [], "c": [[], {}], "d": [{}]}',
+    '["say \\"hi\\"", "C:\\\\dir\\\\", "\\\\\\"", "line\\nbreak\\ttab\\r\\b\\f", "\x7f \u2028 é 😀 /"]',
+    '{"key: x": "a, b: c", "k": "[1 , 2]", "t": " x", "u": "1.50 -0 1e5 12345678901234567"}',  # look-alikes inside
+    '[1234567890123456, -1234567890123456, 12345678901234.0, 1234567890123.45]',  # 16 digits, and 15 with a dot
+    "[" + ", ".join(f'{{"f": "v{i}", "n": {i}, "x": {i}.5, "ok": true}}' for i in range(300)) + "]",
+])
+def test_what_json_dumps_writes_is_proven(text: str) -> None:
+    data = text.encode()
+    value = jiter.from_json(data)
+    assert json_text(value) == text
+    assert _canonical(data, _entries(value))
+
+
+@pytest.mark.parametrize("text", [
+    '[-0]', '[1.50]', '[0.10]', '[1e5]', '[1E5]', '[1.5e-3]', '[0.00001]', '[1.5E+2]', '[0.1000000000000000055]',
+    '["\\u0061"]', '["a\\/b"]', '{"a": 1, "a": 2}', '[{"a": 1, "b": 2, "a": 3}]',
+    '[1,2]', '[1 , 2]', '[ 1]', '[1 ]', '[1,  2]', '{"a":1}', '{"a" : 1}', '{"a":  1}', '[1,\n2]', '[1,\t2]',
+    '[1,\r2]', '{ "a": 1}', '{"a": 1 }', '[[] ]', '[{} , 1]',
+])
+def test_a_spelling_json_dumps_does_not_write_is_left_to_json_text(text: str) -> None:
+    data = text.encode()
+    value = jiter.from_json(data)
+    assert json_text(value) != text
+    assert not _canonical(data, _entries(value))
+
+
+@pytest.mark.parametrize("text", [
+    '["a,", "b"]', '{"k:": 1}', '["a ", "b"]', '["[", "b"]', '{"{": 1}',  # a string ending so: its end is not told
+    '["\\u0007"]',  # `json.dumps`'s own `\\u` escape: no `\\u` is taken
+    '[12345678901234567]', '[123456789012345.0]', '[1e+16]', '[1.00001]',  # numbers left whole
+    '["1.50", "2.50", "3.50", "4.50", "5.50"]',  # more look-alikes inside strings than are looked through
+])
+def test_what_json_dumps_writes_but_the_proof_leaves(text: str) -> None:
+    """Texts `json.dumps` writes that the proof does not take (`json_text` then writes them)."""
+    data = text.encode()
+    value = jiter.from_json(data)
+    assert json_text(value) == text
+    assert not _canonical(data, _entries(value))
+
+
+def test_entries_are_counted_in_every_container_at_every_depth() -> None:
+    assert python_literals._ENTRIES_COUNTED
+    assert _entries(jiter.from_json(b'{"a": [1, {"b": [], "c": "d"}], "e": {}, "f": [[null]]}')) == 9
+    assert _entries([]) == 0
+
+
+def test_a_long_text_written_as_json_dumps_writes_it_is_not_written_again() -> None:
+    """`_as_json` returns the text itself where it is proven canonical and dense (a short entry per
+    ten bytes or so); a text of long strings it writes (`json.dumps` costs less than the proof)."""
+    dense = json.dumps([{"f": f"v{i}", "n": i, "x": i + 0.5, "ok": i % 2 == 0, "no": None} for i in range(400)])
+    sparse = json.dumps(["x" * 200] * 40)
+
+    def refuse(value: Any) -> str:
+        raise AssertionError("written")
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(python_literals, "json_text", refuse)
+        value, written = python_literals._as_json(dense.replace("true", "True").replace("null", "None"))
+        assert written == dense and value == json.loads(dense)
+        with pytest.raises(AssertionError, match="written"):
+            python_literals._as_json(sparse)
+        with pytest.raises(AssertionError, match="written"):
+            python_literals._as_json(dense.replace("}, {", "},{", 1))
