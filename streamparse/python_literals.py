@@ -15,13 +15,14 @@ Cost: `value_end` takes a value's text in one match where its brackets nest at m
 (`balanced`: C speed, whole strings at a time) and steps over deeper brackets one regex jump each.
 `literal` hands a list, dict or string that JSON reads to the same value to jiter (`_as_json`:
 escapes but `\\/` and escaped surrogates, Python's names and single quotes respelled where that
-is exact), reads the other common spellings itself in one pass (`_Reader`: strings, their escapes
-decoded by the tokenizer's own codec, decimal numbers, the six names, lists and string-keyed dicts
-without trailing commas, a bounded depth) and hands anything else to `ast.parse` of the value's
-text, linear in it (with raw single quotes, after one pass that rewrites each raw string as a
-Python literal of the same text). jiter and the reader accept only what `ast` reads to the same
-value and reject nothing themselves, so values and rejections are `ast`'s by construction (a
-property test draws both).
+is exact; the value's JSON text is the text itself where `json.dumps` is proven to write it so,
+`_canonical`, and is written otherwise), reads the other common spellings itself in one pass
+(`_Reader`: strings, their escapes decoded by the tokenizer's own codec, decimal numbers, the six
+names, lists and string-keyed dicts without trailing commas, a bounded depth) and hands anything
+else to `ast.parse` of the value's text, linear in it (with raw single quotes, after one pass
+that rewrites each raw string as a Python literal of the same text). jiter and the reader accept
+only what `ast` reads to the same value and reject nothing themselves, so values and rejections
+are `ast`'s by construction (a property test draws both).
 """
 
 from __future__ import annotations
@@ -460,16 +461,19 @@ _ONE_MARK = bytes.maketrans(_MARKS, b"\x01" * len(_MARKS))
 # `_canonical` reads the text's bytes as lanes: each byte's classes, one bit each, become one byte
 # (`_CLASSES`) of a big integer (`int.from_bytes`, byte i in bits 8i..8i+7), so that one integer
 # operation looks at every byte at once. Shifted up 7 bits, each lane holds the previous byte's
-# classes one bit down: `lanes & lanes << 7` marks, at bit 2k of a byte, that it has class 2k and
-# the byte before it class 2k+1. Those are the pairs: `"` after `[`, `{` or a space (a string that
-# opens as `json.dumps` opens one), a space after `,` or `:`, `e` or `E` after a digit or `.` (an
-# exponent), `]` or `}` after `[`, `{` or `,` (an empty container).
+# classes one bit down: `lanes & lanes << 7` marks, at bit 2k of a byte, that it has the class of
+# bit 2k and the byte before it the class of bit 2k+1. Those are the pairs (the classes below, two
+# by two): `"` after `[`, `{` or a space (a string that opens as `json.dumps` opens one), a space
+# after `,` or `:`, `e` or `E` after a digit or `.` (an exponent), `]` or `}` after `[`, `{` or `,`
+# (an empty container).
 _QUOTE, _BEFORE_STRING, _SPACE, _SEPARATOR, _EXPONENT, _DIGIT, _CLOSER, _ENTRY = (1 << bit for bit in range(8))
 _CLASS_OF = {b'"': _QUOTE, b"[{": _BEFORE_STRING | _ENTRY, b" ": _BEFORE_STRING | _SPACE, b":": _SEPARATOR,
              b",": _SEPARATOR | _ENTRY, b"eE": _EXPONENT, b"0123456789.": _DIGIT, b"]}": _CLOSER}
 _CLASSES = bytes(sum(bits for chars, bits in _CLASS_OF.items() if byte in chars) for byte in range(256))
 _LONG_NUMBER = bytes([_DIGIT]) * 17  # digits and `.`s in a row: more than a float of 15 digits holds
-# A `\u` or `\/` escape, once `\\` and `\"` are taken out (`json.dumps` writes neither).
+# A `\u` or `\/` escape (`json.dumps` writes neither), or an escaped `\` before `u` or `/` where `\\`
+# is not taken out: one search that stops at backslashes only (two for the two pairs of bytes look
+# at every byte twice, and cost more unless one byte in five or so is a backslash).
 _UNWRITTEN_ESCAPE = re.compile(rb"\\[u/]")
 # Numbers `json.dumps` does not write so: a fraction of two digits or more that ends in 0 (`1.50`),
 # or that starts with four 0s (`0.00001` is `1e-05` to `repr`; `1.00001` is left too), and `-0`
@@ -654,7 +658,7 @@ def _as_json(text: str) -> tuple[Any, str]:
     padded = b"[" * _JITER_PAD + data + b"]" * _JITER_PAD
     try:
         value = _unpadded(jiter.from_json(padded, allow_inf_nan=False))
-        if text[0] == '"' and b"\\u" not in data and b"\\/" not in data:
+        if text[0] == '"' and _UNWRITTEN_ESCAPE.search(data) is None:
             return value, text  # a string: without those escapes, written as `json_text` writes it
         if _written_as_read(data, value):
             return value, text

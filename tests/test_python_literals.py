@@ -346,25 +346,35 @@ def test_a_string_with_escapes_json_dumps_does_not_write_is_written_again() -> N
 TEXT_CHARS = [*", : [ ] { } \" \\ / 0 1 5 . - e E a b é 😀 \u2028 \x7f \x01 \n \t",
               "1.50", "-0", "1e5", "12345678901234567", "\\u", "True", ", ", ": ", "  "]
 SEPARATORS = {", ": [",", " ,", " , ", ",  ", ",\n", ",\t"], ": ": [":", " :", " : ", ":  ", ":\r"]}
-FLOATS = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+FLOATS = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.floats(1e-4, 1e16), st.floats(-1e16, -1e-4),
+                   st.builds(lambda digits, point: digits / 10 ** point, st.integers(-10 ** 6, 10 ** 6),
+                             st.integers(0, 9)),
                    st.sampled_from([0.0, -0.0, 1e5, 1.5, 2.5, 10.0, 0.0001, 0.00001, 1e15, 1e16, 1e22, 0.1, 1 / 3,
-                                    123456789.12345, 1234567890.123456, 5e-324, -2.5e-3]))
+                                    123456789.12345, 1234567890.123456, 8.000000000000002, 5e-324, -2.5e-3]))
+# Strings of the characters that matter to the proof; most end in a letter (one ending in a space, a
+# bracket or a separator is left to `json_text`, and so is all the text around it).
+STRINGS = st.tuples(st.lists(st.sampled_from(TEXT_CHARS), max_size=6).map("".join),
+                    st.sampled_from(["x", "y", "é", "1", "", " "])).map("".join)
+KEYS = st.one_of(st.sampled_from(["a", "b", "c", "key"]), STRINGS)
 PLAIN = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-12, 12), FLOATS,
-              st.lists(st.sampled_from(TEXT_CHARS), max_size=6).map("".join)),
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.sampled_from(["a", "b", "c", "k:", "k,", " "]), inner, max_size=4)),
+    st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-12, 12), st.just(0), FLOATS, FLOATS, STRINGS),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=4)),
     max_leaves=14)
 
 
 @st.composite
-def dumps_like(draw: st.DrawFn, value: Any, python_names: bool = False) -> str:
-    """`value` as `json.dumps(value, ensure_ascii=False)` writes it, each token now and then spelled
-    otherwise: spaces around separators and brackets, `-0`, floats with trailing 0s or exponents,
-    escapes it does not write (`\\u`, `\\/`), a key written twice, Python's names."""
+def dumps_like(draw: st.DrawFn, value: Any, python_names: bool = False, odd_in: int = 0) -> str:
+    """`value` as `json.dumps(value, ensure_ascii=False)` writes it, each token now and then (one in
+    `odd_in`, drawn for the whole text) spelled otherwise: spaces around separators and brackets,
+    `-0`, floats with trailing 0s, exponents or more digits than their own, escapes it does not
+    write (`\\u`, `\\/`), a key written twice, Python's names."""
+    odd_in = odd_in or draw(st.sampled_from([5, 20, 60]))
 
     def odd() -> bool:
-        return draw(st.integers(0, 9)) == 0
+        return draw(st.integers(0, odd_in - 1)) == 0
+
+    def written(inner: Any, names: bool = python_names) -> str:
+        return draw(dumps_like(inner, names, odd_in))
 
     def separator(canonical: str) -> str:
         return draw(st.sampled_from(SEPARATORS[canonical])) if odd() else canonical
@@ -384,27 +394,27 @@ def dumps_like(draw: st.DrawFn, value: Any, python_names: bool = False) -> str:
     if isinstance(value, float):
         if not odd():
             return repr(value)
-        return draw(st.sampled_from([repr(value) + "0", f"{value:e}", f"{value:E}", f"{value:.20f}", f"{value:.3f}",
-                                     f"{value:.17g}", f"{value:.1f}"]))
+        return draw(st.sampled_from([repr(value) + "0", f"{value:e}", f"{value:.0e}", f"{value:E}", f"{value:.20f}",
+                                     f"{value:.3f}", f"{value:.1f}", f"{value:f}".rstrip("0"), f"{value:.15g}",
+                                     f"{value:.16g}", f"{value:.17g}"]))
     if isinstance(value, str):
         if not odd():
             return json.dumps(value, ensure_ascii=False)
         return draw(st.sampled_from([json.dumps(value), json.dumps(value, ensure_ascii=False).replace("/", "\\/"),
                                      json.dumps(value, ensure_ascii=False).replace("a", "\\u0061")]))
     if isinstance(value, list):
-        items = [draw(dumps_like(item, python_names)) for item in value]
+        items = [written(item) for item in value]
         return opener("[") + "".join(item if not i else separator(", ") + item for i, item in enumerate(items)) \
             + closer("]")
-    keys = [draw(dumps_like(key)) for key in value]
+    keys = [written(key, False) for key in value]
     if keys and odd():
         keys.append(draw(st.sampled_from(keys)))  # a key written twice
-    pairs = [key + separator(": ") + draw(dumps_like(item, python_names))
-             for key, item in zip(keys, [*value.values(), 0], strict=False)]
+    pairs = [key + separator(": ") + written(item) for key, item in zip(keys, [*value.values(), 0], strict=False)]
     return opener("{") + "".join(pair if not i else separator(", ") + pair for i, pair in enumerate(pairs)) \
         + closer("}")
 
 
-CONTAINERS = st.one_of(st.lists(PLAIN, max_size=5), st.dictionaries(st.text(max_size=3), PLAIN, max_size=5))
+CONTAINERS = st.one_of(st.lists(PLAIN, max_size=5), st.dictionaries(KEYS, PLAIN, max_size=5))
 
 
 def _as_jiter_reads(data: bytes) -> Any:
@@ -424,6 +434,7 @@ def _as_jiter_reads(data: bytes) -> Any:
 @example('[1e5, 1E5]')
 @example('[0.00001]')
 @example('[12345678901234567]')
+@example('[8.000000000000001, 0.1000000000000000055]')  # 16 digits and more: not the double's own digits
 @example('["\\u0061"]')
 @example('["a\\/b"]')
 @example('{"a": 1, "a": 2}')
@@ -438,13 +449,35 @@ def _as_jiter_reads(data: bytes) -> Any:
 @example('["a,", "b"]')  # a string ending in a separator: left to `json_text`
 @example('["a ", "[", "b"]')  # ending in a space or `[`: its closer is taken for an opener
 def test_a_text_proven_canonical_is_what_json_dumps_writes(text: str) -> None:
-    """Wherever `_canonical` says so, `json_text` of jiter's reading writes the text back as it is."""
+    proof_holds(text)
+
+
+def proof_holds(text: str) -> None:
+    """Wherever `_canonical` takes `text`, `json_text` of jiter's reading writes it back as it is."""
     data = text.encode()
     value = _as_jiter_reads(data)
-    if not isinstance(value, (dict, list)):
-        return
-    if _canonical(data, _entries(value)):
+    if isinstance(value, (dict, list)) and _canonical(data, _entries(value)):
         assert json_text(value) == text
+
+
+def _spellings(number: float) -> st.SearchStrategy[str]:
+    """`number` as `repr` writes it and as it might be written otherwise: more or fewer digits, 0s
+    at the end, an exponent, no exponent at all, its last digit one off, its int, `-0`."""
+    shortest = repr(number)
+    one_off = shortest[:-1] + "13"[shortest[-1] == "1"] if shortest[-1].isdigit() else shortest
+    return st.sampled_from([shortest, shortest + "0", one_off, f"{number:e}", f"{number:.0e}", f"{number:.20f}",
+                            f"{number:.3f}", f"{number:f}".rstrip("0"), f"{number:.15g}", f"{number:.16g}",
+                            f"{number:.17g}", str(int(number)) if abs(number) < 1e30 else "1", "-0", "-0.0"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(FLOATS.flatmap(_spellings), min_size=1, max_size=3), st.sampled_from(["[{}]", '{{"a": [{}], "b": 1}}']))
+@example(["8.000000000000001"], "[{}]")
+@example(["0.00001", "1e5"], "[{}]")
+def test_a_number_proven_canonical_is_written_as_it_stands(numbers: list[str], around: str) -> None:
+    """Numbers drawn in every spelling, in a text otherwise as `json.dumps` writes it: where the
+    proof takes the text, `json_text` writes each number as it stands."""
+    proof_holds(around.format(", ".join(numbers)))
 
 
 def _outcome(read: Any, text: str) -> Any:
