@@ -426,7 +426,7 @@ def _as_jiter_reads(data: bytes) -> Any:
         return None
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(CONTAINERS.flatmap(dumps_like))
 @example('{"a": [1, 2.5, "x, y: z"], "b": null}')
 @example('{"a": -0}')
@@ -434,7 +434,8 @@ def _as_jiter_reads(data: bytes) -> Any:
 @example('[1e5, 1E5]')
 @example('[0.00001]')
 @example('[12345678901234567]')
-@example('[8.000000000000001, 0.1000000000000000055]')  # 16 digits and more: not the double's own digits
+@example('[9.529199866759897]')  # 16 digits: not the double's own (`repr` writes ...898)
+@example('[0.1000000000000000055]')  # 19 digits
 @example('["\\u0061"]')
 @example('["a\\/b"]')
 @example('{"a": 1, "a": 2}')
@@ -448,6 +449,7 @@ def _as_jiter_reads(data: bytes) -> Any:
 @example('["\\"", "\\\\", "\\\\\\"", "x\\\\"]')
 @example('["a,", "b"]')  # a string ending in a separator: left to `json_text`
 @example('["a ", "[", "b"]')  # ending in a space or `[`: its closer is taken for an opener
+@example('[" " ]')  # and where that is not found out, the space before `]` is taken to be in a string
 def test_a_text_proven_canonical_is_what_json_dumps_writes(text: str) -> None:
     proof_holds(text)
 
@@ -472,7 +474,7 @@ def _spellings(number: float) -> st.SearchStrategy[str]:
 
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(FLOATS.flatmap(_spellings), min_size=1, max_size=3), st.sampled_from(["[{}]", '{{"a": [{}], "b": 1}}']))
-@example(["8.000000000000001"], "[{}]")
+@example(["9.529199866759897"], "[{}]")
 @example(["0.00001", "1e5"], "[{}]")
 def test_a_number_proven_canonical_is_written_as_it_stands(numbers: list[str], around: str) -> None:
     """Numbers drawn in every spelling, in a text otherwise as `json.dumps` writes it: where the
@@ -480,7 +482,7 @@ def test_a_number_proven_canonical_is_written_as_it_stands(numbers: list[str], a
     proof_holds(around.format(", ".join(numbers)))
 
 
-def _outcome(read: Any, text: str) -> Any:
+def as_json_outcome(read: Any, text: str) -> Any:
     try:
         value, written = read(text)
     except _Unsure:
@@ -488,7 +490,7 @@ def _outcome(read: Any, text: str) -> Any:
     return typed(value), written
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.one_of(CONTAINERS.flatmap(lambda value: dumps_like(value, python_names=True)), JSON_LIKE))
 @example('{"a": True, "b": [None, 1.5, -0], "c": "None, True"}')
 @example('{"a": 1, "a": 2}')
@@ -500,11 +502,11 @@ def test_as_json_reads_and_writes_as_writing_every_text_did(text: str) -> None:
         return
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(python_literals, "_written_as_read", lambda data, value: False)
-        written_every_time = _outcome(python_literals._as_json, text)
+        written_every_time = as_json_outcome(python_literals._as_json, text)
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(python_literals, "_PROVEN_FROM", 0)
         patched.setattr(python_literals, "_BYTES_PER_ENTRY", 10 ** 9)
-        assert _outcome(python_literals._as_json, text) == written_every_time, text
+        assert as_json_outcome(python_literals._as_json, text) == written_every_time, text
 
 
 @pytest.mark.parametrize("text", [
