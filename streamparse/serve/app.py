@@ -12,14 +12,16 @@ only from real special tokens); one that does not is read as text. Needs the `se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -35,8 +37,9 @@ from ..validation import compiled_tools
 from .access import RequireApiKey
 from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
 from .constraints import Constraint, Unenforceable, constraint_of, kind_of_models, upstream_fields
+from .deadline import DeadlineExceeded, within
 from .http import HttpClient, HttpError, HttpResponse
-from .limits import Limits, OverLimit, check_messages, read_body
+from .limits import DEFAULT_PREPARE_TIMEOUT, Limits, OverLimit, check_messages, read_body
 from .metrics import CONTENT_TYPE, Metrics, shared_between_workers
 from .requests import RequestLog, RequestRecord, configure_logging
 from .sse import ChunkWriter, EventStream, sse
@@ -53,6 +56,7 @@ _CHAT_KEYS = frozenset({"messages", "tools", "tool_choice", "chat_template_kwarg
                         "parallel_tool_calls", "logprobs", "top_logprobs", "max_completion_tokens", "model",
                         "response_format", "functions", "function_call"})
 logger = logging.getLogger("streamparse")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,9 @@ class ServerConfig:
     # The engine behind `upstream` ("vllm", "sglang", "llama.cpp"): how a tool_choice or response_format
     # is sent for it to enforce (`constraints`); None: found from its /v1/models when a request needs it.
     upstream_kind: str | None = None
+    # Seconds a request's preparation may take (rendering, marking, tokenizing, compiling its tools,
+    # building its grammar), counted from its arrival; past it a 504 names the step.
+    prepare_timeout: float = DEFAULT_PREPARE_TIMEOUT
 
 
 class RequestError(Exception):
@@ -131,6 +138,9 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
     tools = body.get("tools") or None
     tool_choice = body.get("tool_choice") or "auto"
     kwargs = body.get("chat_template_kwargs") or {}
+    for key in config.template.reserved_variables.intersection(kwargs):
+        raise RequestError(400, f"'chat_template_kwargs.{key}' is set by the proxy from the model's tokenizer "
+                                "and template; a request cannot replace it", param=f"chat_template_kwargs.{key}")
     template_tools = None if tool_choice == "none" else tools
     prompt, prompt_ids = _render_prompt(config, messages, template_tools, kwargs)
     try:  # the tool schemas are checked and compiled here (a list seen before is reused), before anything is sent
@@ -298,14 +308,33 @@ def create_app(config: ServerConfig) -> Starlette:
         found_kind.append(kind)
         return kind
 
-    async def constrain(prepared: _Prepared) -> None:
+    # A request's preparation runs here, off the event loop: a costly one (a long conversation through a
+    # template that branches on its text, a large tool list) never holds up /health or other requests.
+    # Threads, not processes: the work is bounded in size and, by `deadline.within`, in time.
+    preparing = ThreadPoolExecutor(max_workers=4, thread_name_prefix="streamparse-prepare")
+
+    async def off_loop(expiry: float, step: str, work: Callable[[], _T]) -> _T:
+        """`work()` in the preparing threads, ended (`DeadlineExceeded`) at `expiry` (a monotonic time);
+        the time a request waited for a thread counts too."""
+        def bounded() -> _T:
+            remaining = expiry - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceeded(step, config.prepare_timeout)
+            with within(remaining, step):
+                return work()
+        return await asyncio.get_running_loop().run_in_executor(preparing, bounded)
+
+    async def constrain(prepared: _Prepared, expiry: float) -> None:
         if prepared.constraint is None:
             return
         kind = await upstream_kind()
+        constraint = prepared.constraint
         try:
-            prepared.upstream_body.update(upstream_fields(kind, prepared.options.format, prepared.constraint))
+            fields = await off_loop(expiry, "building the grammar",
+                                    lambda: upstream_fields(kind, prepared.options.format, constraint))
         except Unenforceable as error:
             raise RequestError(400, str(error), param=error.param) from None
+        prepared.upstream_body.update(fields)
 
     def tokens(prepared: _Prepared, chunk: dict[str, Any]) -> dict[str, Any]:
         if prepared.tokenizer is None:
@@ -379,8 +408,9 @@ def create_app(config: ServerConfig) -> Starlette:
                 raise RequestError(error.status, str(error), param=error.param) from None
             except ClientDisconnect:  # the body ended before its Content-Length: nobody is left to answer
                 raise RequestError(400, "the connection closed before the request body ended") from None
-            prepared = _prepare(config, body)
-            await constrain(prepared)
+            expiry = time.monotonic() + config.prepare_timeout
+            prepared = await off_loop(expiry, "preparing the request", lambda: _prepare(config, body))
+            await constrain(prepared, expiry)
             if prepared.stream:
                 response = await open_upstream(prepared, record)
                 # `close` closes the upstream stream however the answer ends, also when the client went
@@ -411,6 +441,9 @@ def create_app(config: ServerConfig) -> Starlette:
                                                 **_parser_options(prepared.options)))
         except RequestError as error:
             return error.response()
+        except DeadlineExceeded as error:
+            return RequestError(504, f"{error} (--prepare-timeout {config.prepare_timeout:g} s): send a shorter "
+                                     "conversation or fewer tools, or raise the bound", "timeout_error").response()
         except Exception as error:  # the last line of defence: every known failure is a RequestError above
             return JSONResponse(_unexpected(record.id, error), status_code=500)
 
@@ -429,6 +462,7 @@ def create_app(config: ServerConfig) -> Starlette:
         yield
         metrics.close()
         await client.aclose()
+        preparing.shutdown(wait=False, cancel_futures=True)
 
     middleware = [Middleware(RequestLog, metrics=metrics)]  # outermost: a refused request is logged too
     if config.api_key:

@@ -120,6 +120,7 @@ def _int_in(low: int, high: int) -> Callable[[Any], bool]:
 _SAMPLING_NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
                      "min_p")
 _RENDER_ARGUMENTS = frozenset({"messages", "tools", "add_generation_prompt"})  # ChatTemplate.render's own
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})  # OpenAI's chat roles
 _NOT_TEXT = {"image_url": "images", "input_image": "images", "image": "images", "input_audio": "audio",
              "audio_url": "audio", "video_url": "video", "file": "files"}
 
@@ -234,6 +235,14 @@ def _check_message(message: Any, path: str) -> None:
     role = message.get("role")
     _need(isinstance(role, str) and bool(role), f"{path}.role", role,
           "a string ('system', 'developer', 'user', 'assistant' or 'tool')")
+    if role not in _ROLES:  # a template would leave the message out: a safety policy could vanish unseen
+        hint = f"; roles are lower case: {role.lower()!r}" if role.lower() in _ROLES else ""
+        raise InvalidRequest(f"'{path}.role' is {role!r}, which no chat template renders: send one of 'system', "
+                             f"'developer', 'user', 'assistant' or 'tool'{hint}", f"{path}.role")
+    if role == "function":
+        raise InvalidRequest(f"'{path}.role' is 'function', the chat API's deprecated function result, which chat "
+                             "templates do not render: send it as a 'tool' message with the call's tool_call_id",
+                             f"{path}.role")
     content = message.get("content")
     if isinstance(content, list):
         for j, part in enumerate(content):

@@ -11,10 +11,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_MESSAGES", "Limits", "OverLimit", "check_messages", "read_body"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_MESSAGES", "DEFAULT_MAX_PROMPT_CHARS", "DEFAULT_PREPARE_TIMEOUT",
+           "DEFAULT_RENDER_TIMEOUT", "Limits", "OverLimit", "check_messages", "read_body"]
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20  # 8 MiB: a long agent conversation is a few hundred KB
 DEFAULT_MAX_MESSAGES = 2048
+# A chat template is code (in practice from a downloaded model directory), so each render is bounded:
+# in time (a template's endless loop) and in the characters it writes or builds (`template._Sandbox`).
+DEFAULT_RENDER_TIMEOUT = 10.0        # seconds; a 1,000-message conversation renders in well under 0.1 s
+DEFAULT_MAX_PROMPT_CHARS = 16 << 20  # 16 Mi characters: about 4M tokens, past any model's context
+# Everything done for a request before it goes upstream: rendering, marking, tokenizing, compiling its
+# tools, building its grammar. Each of these is bounded in size; this bounds their sum in time.
+DEFAULT_PREPARE_TIMEOUT = 30.0
 # After a refusal, this much more of the body is read and dropped (never held) so that the client, still
 # sending, reads the answer instead of a reset connection; a client sending more is cut off.
 _DRAIN_BYTES = 64 << 20
