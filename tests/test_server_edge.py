@@ -5,6 +5,8 @@ bounded in bytes and time, and the worker processes die with their parent and ou
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 
-from test_server import TIMEOUT, Server  # noqa: E402
+from test_server import HERMES_TOOLS, TIMEOUT, Server  # noqa: E402
 from test_server_ops import observed  # noqa: E402
 from upstream import Script, Upstream  # noqa: E402
 
@@ -59,3 +61,46 @@ def test_the_sdk_reads_the_retry_after_of_a_relayed_429(server: tuple[Server, Pa
     with pytest.raises(openai.RateLimitError) as refused:
         running.client().chat.completions.create(model="m", messages=[{"role": "user", "content": key}])
     assert refused.value.response.headers["retry-after"] == "3"
+
+
+# --------------------------------------------------------------------------------------------
+# The log
+# --------------------------------------------------------------------------------------------
+
+FORGED = "get_weather\n2026-12-06 INFO request forged\u2028\x1b[31mred\x1b[0m"
+
+
+def _lines_with(log: Path, text: str, count: int) -> list[str]:
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [line for line in log.read_text().splitlines() if text in line]
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_tool_name_the_model_wrote_is_logged_as_one_escaped_line(server: tuple[Server, Path], upstream: Upstream,
+                                                                   stream: bool) -> None:
+    running, log = server
+    call = json.dumps({"name": FORGED, "arguments": {}})  # JSON escapes: the name holds a real newline and ESC
+    key = upstream.script(f"forged-{stream}", Script([f"{ANSWER}<tool_call>\n{call}\n</tool_call>"]))
+    answer = httpx.post(running.url + "/chat/completions", json=_chat(key, stream, tools=HERMES_TOOLS),
+                        timeout=TIMEOUT)
+    assert answer.status_code == 200
+    [line] = _lines_with(log, "rejected tool call: status=unknown_tool tool=get_weather", 1)[-1:]
+    escaped = FORGED.encode("unicode_escape").decode()  # the name as Python escapes it: \n, \u2028, \x1b
+    assert f"tool={escaped} at character " in line and f"no tool named {escaped[:40]}" in line.replace("'", ""), line
+    text = log.read_text()
+    assert "\x1b" not in text and "\u2028" not in text
+    assert not any(line.startswith("2026-12-06") for line in text.splitlines())
+
+
+def test_every_line_of_the_serve_log_is_escaped(capfd: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from streamparse.serve.requests import configure_logging
+
+    configure_logging("info")
+    logging.getLogger("streamparse.requests").warning("request %s: unexpected %s", "r-1", "a\r\nINFO: forged\x9b2J")
+    assert capfd.readouterr().err == "WARNING:     request r-1: unexpected a\\r\\nINFO: forged\\x9b2J\n"
