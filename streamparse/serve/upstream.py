@@ -43,7 +43,7 @@ def relayed_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The headers of an upstream error answer that go on to the client: `Retry-After`,
     `retry-after-ms` and `x-ratelimit-*` whose values are short printable ASCII (any other is dropped:
     it could not be sent as a header)."""
-    out = {}
+    out: dict[str, str] = {}
     for name, value in headers.items():
         if (name in _RELAYED or name.startswith(_RELAYED_PREFIX)) and len(out) < _MAX_RELAYED \
                 and len(value) <= _MAX_RELAYED_VALUE and value.isascii() and value.isprintable():
