@@ -5,7 +5,12 @@ bounded in bytes and time, and the worker processes die with their parent and ou
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,9 +22,10 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 
-from test_server import HERMES_TOOLS, TIMEOUT, Server  # noqa: E402
+from conftest import ROOT  # noqa: E402
+from test_server import HERMES_TEMPLATE, HERMES_TOOLS, TIMEOUT, Server  # noqa: E402
 from test_server_ops import observed  # noqa: E402
-from upstream import Script, Upstream  # noqa: E402
+from upstream import Script, Upstream, free_port  # noqa: E402
 
 ANSWER = "<think>\nok\n</think>\n\n"  # the Hermes template opens reasoning: an output closes it first
 BACK_OFF = {"Retry-After": "7", "retry-after-ms": "7000", "x-ratelimit-remaining-requests": "0",
@@ -104,3 +110,114 @@ def test_every_line_of_the_serve_log_is_escaped(capfd: pytest.CaptureFixture[str
     configure_logging("info")
     logging.getLogger("streamparse.requests").warning("request %s: unexpected %s", "r-1", "a\r\nINFO: forged\x9b2J")
     assert capfd.readouterr().err == "WARNING:     request r-1: unexpected a\\r\\nINFO: forged\\x9b2J\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Workers
+# --------------------------------------------------------------------------------------------
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="--workers above 1 is Linux-only")
+
+
+def _gone(pid: int) -> bool:
+    """Whether the process ended (a zombie no one has reaped yet counts: it serves nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def _children(server: Server) -> set[int]:
+    pid = server.process.pid
+    return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
+def _new_child(server: Server, known: set[int], within: float = 20.0) -> int:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        assert server.process.poll() is None, "serve exited"
+        fresh = _children(server) - known
+        if fresh:
+            return fresh.pop()
+        time.sleep(0.01)
+    raise AssertionError(f"no new worker within {within} s")
+
+
+@linux_only
+def test_the_workers_end_when_their_parent_is_killed(upstream: Upstream) -> None:
+    server = Server(upstream.url, HERMES_TEMPLATE, "--workers", "2")
+    workers = _children(server)
+    assert len(workers) == 2
+    try:
+        server.process.kill()  # as the OOM killer does: no handler runs in the parent
+        server.process.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while not all(map(_gone, workers)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in workers if not _gone(pid)] == []
+        with pytest.raises(httpx.ConnectError):  # nothing serves the port with the old key now
+            httpx.get(f"http://127.0.0.1:{server.port}/health", timeout=5)
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@linux_only
+def test_a_worker_killed_twice_within_seconds_is_replaced_both_times(upstream: Upstream) -> None:
+    key = upstream.script("crashing-workers", Script([ANSWER + "fine"]))
+    server = Server(upstream.url, HERMES_TEMPLATE, "--workers", "2")
+    try:
+        first = _children(server)
+        victim = min(first)
+        os.kill(victim, signal.SIGKILL)
+        replacement = _new_child(server, first)
+        os.kill(replacement, signal.SIGKILL)  # as it starts: well within 5 s of its fork
+        last = _new_child(server, first | {replacement})
+        deadline = time.monotonic() + 20
+        while len(_children(server)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _children(server) == (first - {victim}) | {last}
+        for _ in range(10):  # each on a new connection: both workers answer
+            answer = httpx.post(server.url + "/chat/completions", json=_chat(key), timeout=TIMEOUT)
+            assert answer.status_code == 200
+        assert server.process.poll() is None
+    finally:
+        server.stop()
+
+
+_FAKE_WORKERS = """
+import asyncio, os, sys, time
+from streamparse.serve.workers import run_workers
+
+mode, port, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+def serve_on(sock, tick):
+    with open(log, "a") as out:
+        out.write(f"start {os.getpid()}\\n")
+    if mode == "slow-failure":  # a start that takes long (a large tokenizer) and then fails
+        time.sleep(6)
+        return False
+    asyncio.run(tick())  # it serves
+    if len(open(log).read().splitlines()) < 3:
+        return True  # and ends at once: replaced all the same
+    os.kill(os.getppid(), 15)  # enough: stop them all
+    time.sleep(30)
+    return True
+
+sys.exit(run_workers(serve_on, "127.0.0.1", port, 2))
+"""
+
+
+@linux_only
+@pytest.mark.parametrize(("mode", "status", "starts"), [("slow-failure", 1, {2}), ("served", 0, {3, 4})])
+def test_only_a_worker_that_fails_its_own_start_stops_the_server(tmp_path: Path, mode: str, status: int,
+                                                                 starts: set[int]) -> None:
+    # by its exit before it served, however late; one that served and ended at once is replaced
+    log = tmp_path / "starts.log"
+    done = subprocess.run([sys.executable, "-c", _FAKE_WORKERS, mode, str(free_port()), str(log)], check=False,
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == status, done.stderr
+    assert len(log.read_text().splitlines()) in starts
+    assert ("failed as it started" in done.stderr) == (status == 1)

@@ -46,7 +46,7 @@ from .sse import ChunkWriter, EventStream, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
 from .upstream import UpstreamEvents, UpstreamStreamError, error_message, joined, relayed_headers
-from .workers import run_workers
+from .workers import Tick, run_workers
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -501,9 +501,9 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_l
 
     configure_logging(log_level)
 
-    def settings(app: Starlette) -> uvicorn.Config:
+    def settings(app: Starlette, tick: Tick | None = None) -> uvicorn.Config:
         return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                              timeout_graceful_shutdown=shutdown_timeout)
+                              timeout_graceful_shutdown=shutdown_timeout, callback_notify=tick, timeout_notify=1)
 
     if workers == 1:
         # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
@@ -516,8 +516,8 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_l
             signal.signal(signal.SIGTERM, previous)
         return 0 if server.started else 3  # as uvicorn.run: it never got to serve
 
-    def serve_on(sock: socket.socket) -> bool:
-        server = uvicorn.Server(settings(create_app(config)))
+    def serve_on(sock: socket.socket, tick: Tick) -> bool:
+        server = uvicorn.Server(settings(create_app(config), tick))
         server.run(sockets=[sock])
         return server.started
 
