@@ -9,9 +9,11 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ openai = pytest.importorskip("openai")
 
 from conftest import ROOT  # noqa: E402
 from test_server import HERMES_TEMPLATE, HERMES_TOOLS, TIMEOUT, Server  # noqa: E402
-from test_server_ops import observed  # noqa: E402
+from test_server_ops import _answer, observed  # noqa: E402
 from upstream import Script, Upstream, free_port  # noqa: E402
 
 ANSWER = "<think>\nok\n</think>\n\n"  # the Hermes template opens reasoning: an output closes it first
@@ -221,3 +223,151 @@ def test_only_a_worker_that_fails_its_own_start_stops_the_server(tmp_path: Path,
     assert done.returncode == status, done.stderr
     assert len(log.read_text().splitlines()) in starts
     assert ("failed as it started" in done.stderr) == (status == 1)
+
+
+# --------------------------------------------------------------------------------------------
+# A request's head and body: bytes and time
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def timed(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    """A server whose head and body timeouts are 1 s (the defaults are 60), logging at info."""
+    log = tmp_path_factory.mktemp("timed") / "stderr.log"
+    with log.open("wb") as stderr:
+        running = Server(upstream.url, HERMES_TEMPLATE, "--header-timeout", "1", "--body-timeout", "1",
+                         "--log-level", "info", stderr=stderr)
+        yield running, log
+        running.stop()
+
+
+def _read_all(sock: socket.socket, within: float) -> bytes:
+    """What the server sends until it closes the connection (b"" if it sends nothing for `within` s)."""
+    sock.settimeout(within)
+    got = b""
+    try:
+        while data := sock.recv(65536):
+            got += data
+    except TimeoutError:
+        pass
+    return got
+
+
+def _json_answer(answer: bytes) -> tuple[int, dict[str, Any], bytes]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body), head.lower()
+
+
+HEAD = b"GET /health HTTP/1.1\r\nHost: x\r\n"
+
+
+@pytest.mark.parametrize("size", [15 << 10, 16 << 10])
+def test_a_head_within_the_default_16_kib_is_answered(server: tuple[Server, Path], size: int) -> None:
+    running, _ = server
+    padding = b"X-Padding: " + b"p" * (size - len(HEAD) - len(b"X-Padding: \r\n\r\n")) + b"\r\n\r\n"
+    assert len(HEAD + padding) == size
+    with socket.create_connection(("127.0.0.1", running.port), timeout=TIMEOUT) as sock:
+        sock.sendall(HEAD + padding)
+        assert _answer(sock).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_head_over_the_bound_is_a_431_before_it_ends(server: tuple[Server, Path]) -> None:
+    # A 96 MB Authorization header, sent as fast as the server reads: the answer comes, and the
+    # connection closes, after the first 16 KiB are read, long before the header would end.
+    running, log = server
+    piece = b"a" * (64 << 10)
+    sent = 0
+    with socket.create_connection(("127.0.0.1", running.port), timeout=TIMEOUT) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ")
+        try:
+            while sent < 96 << 20:
+                sock.sendall(piece)
+                sent += len(piece)
+        except OSError:  # the server closed the connection: what it answered is still to read
+            pass
+        answer = _read_all(sock, TIMEOUT)
+    status, error, head = _json_answer(answer)
+    assert status == 431 and b"connection: close" in head
+    assert error["error"]["message"].startswith("the request line and headers are larger than 16384 bytes")
+    assert "--max-header-bytes" in error["error"]["message"]
+    assert sent < 16 << 20  # refused with most of the header unsent (the socket buffers hold a few MB)
+    assert "431, the request line and headers are larger than 16384 bytes" in log.read_text()
+
+
+def test_max_header_bytes_sets_the_bound(upstream: Upstream) -> None:
+    running = Server(upstream.url, HERMES_TEMPLATE, "--max-header-bytes", "2048")
+    try:
+        fine = httpx.get(f"http://127.0.0.1:{running.port}/health", headers={"X-Pad": "p" * 1800}, timeout=TIMEOUT)
+        assert fine.status_code == 200
+        refused = httpx.get(f"http://127.0.0.1:{running.port}/health", headers={"X-Pad": "p" * 2100},
+                            timeout=TIMEOUT)
+        assert refused.status_code == 431 and "larger than 2048 bytes" in refused.json()["error"]["message"]
+    finally:
+        running.stop()
+
+
+def test_a_connection_that_sends_nothing_gets_a_408_and_is_closed(timed: tuple[Server, Path]) -> None:
+    running, _ = timed
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", running.port), timeout=TIMEOUT) as sock:
+        answer = _read_all(sock, 15)  # read until the server closes it
+    took = time.monotonic() - started
+    status, error, head = _json_answer(answer)
+    assert status == 408 and b"connection: close" in head and "--header-timeout" in error["error"]["message"]
+    assert 0.9 < took < 15
+
+
+def test_a_head_sent_a_byte_at_a_time_gets_a_408_before_it_ends(timed: tuple[Server, Path]) -> None:
+    running, _ = timed
+    request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n"
+    answer = b""
+    with socket.create_connection(("127.0.0.1", running.port), timeout=TIMEOUT) as sock:
+        sock.settimeout(0.25)
+        for byte in request:  # 80 bytes a quarter second apart: 20 s for the head
+            try:
+                sock.sendall(bytes([byte]))
+                answer += sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if answer:
+                break
+        answer += _read_all(sock, 5)
+    assert _json_answer(answer)[0] == 408
+    assert byte != request[-1]  # the head never ended
+
+
+def test_a_kept_connection_may_idle_between_requests_longer_than_the_head_timeout(
+        timed: tuple[Server, Path]) -> None:
+    running, _ = timed
+    with socket.create_connection(("127.0.0.1", running.port), timeout=TIMEOUT) as sock:
+        for _ in range(2):  # the idle time between the two is uvicorn's keep-alive (5 s), not the head's
+            sock.sendall(HEAD + b"\r\n")
+            assert _answer(sock).startswith(b"HTTP/1.1 200 ")
+            time.sleep(2)
+
+
+def test_a_body_that_stops_short_gets_a_408_and_what_trickles_after_is_cut_off(timed: tuple[Server, Path]) -> None:
+    running, log = timed
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"X-Request-Id: stopped-body\r\nContent-Length: 4000\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", running.port), timeout=TIMEOUT) as sock:
+        sock.sendall(head + b'{"messages": [' + b" " * 1000)  # and nothing more, the connection kept open
+        sock.settimeout(15)
+        answer = _answer(sock)
+        for _ in range(20):  # a byte of the body now and then after the answer: dropped, then closed
+            try:
+                sock.sendall(b" ")
+            except OSError:
+                break
+            time.sleep(0.25)
+        assert _read_all(sock, 10) == b""
+        with pytest.raises(OSError):
+            sock.sendall(b" ")
+            sock.sendall(b" ")
+    status, error, _ = _json_answer(answer)
+    assert status == 408
+    assert error["error"]["message"] == ("the request body stopped: no bytes of it for 1 s "
+                                         "(streamparse serve --body-timeout)")
+    [line] = _lines_with(log, "request_id=stopped-body ", 1)
+    assert "status=408" in line

@@ -408,7 +408,7 @@ def create_app(config: ServerConfig) -> Starlette:
         try:
             try:
                 raw = await read_body(request.stream(), request.headers.get("content-length"),
-                                      config.limits.max_body_bytes)
+                                      config.limits.max_body_bytes, config.limits.body_timeout)
                 body = parse_request(raw)
                 check_messages(body, config.limits.max_messages)
             except InvalidRequest as error:
@@ -499,11 +499,15 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_l
 
     import uvicorn
 
+    from .connection import bounded_protocol
+
     configure_logging(log_level)
 
     def settings(app: Starlette, tick: Tick | None = None) -> uvicorn.Config:
+        # The HTTP protocol bounds each request head (`connection`); the app has no websockets.
         return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                              timeout_graceful_shutdown=shutdown_timeout, callback_notify=tick, timeout_notify=1)
+                              timeout_graceful_shutdown=shutdown_timeout, callback_notify=tick, timeout_notify=1,
+                              http=bounded_protocol(config.limits), ws="none")
 
     if workers == 1:
         # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
