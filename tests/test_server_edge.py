@@ -26,7 +26,7 @@ openai = pytest.importorskip("openai")
 
 from conftest import ROOT  # noqa: E402
 from test_server import HERMES_TEMPLATE, HERMES_TOOLS, TIMEOUT, Server  # noqa: E402
-from test_server_ops import _answer, observed  # noqa: E402
+from test_server_ops import _answer, _length, observed  # noqa: E402
 from upstream import Script, Upstream, free_port  # noqa: E402
 
 ANSWER = "<think>\nok\n</think>\n\n"  # the Hermes template opens reasoning: an output closes it first
@@ -371,3 +371,30 @@ def test_a_body_that_stops_short_gets_a_408_and_what_trickles_after_is_cut_off(t
                                          "(streamparse serve --body-timeout)")
     [line] = _lines_with(log, "request_id=stopped-body ", 1)
     assert "status=408" in line
+
+
+def test_pipelined_requests_are_each_answered(server: tuple[Server, Path]) -> None:
+    # Three requests in one send, a body between them: each head is found and bounded on its own.
+    running, _ = server
+    body = json.dumps({"messages": []}).encode()
+    post = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    with socket.create_connection(("127.0.0.1", running.port), timeout=TIMEOUT) as sock:
+        sock.sendall(HEAD + b"\r\n" + post + HEAD + b"X-Pad: " + b"p" * (15 << 10) + b"\r\n\r\n")
+        got, statuses = b"", []
+        while len(statuses) < 3 and (data := sock.recv(65536)):
+            got += data
+            while b"\r\n\r\n" in got and len(got) >= _length(got):  # one whole answer at the front
+                statuses.append(int(got.split(b" ", 2)[1]))
+                got = got[_length(got):]
+    assert statuses == [200, 400, 200]
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("--max-header-bytes", "100", "--max-header-bytes must be at least 1024"),
+    ("--header-timeout", "0", "--header-timeout and --body-timeout must be more than 0 seconds"),
+    ("--body-timeout", "nan", "--header-timeout and --body-timeout must be more than 0 seconds"),
+])
+def test_a_bound_out_of_range_stops_serve_at_start(upstream: Upstream, flag: str, value: str, says: str) -> None:
+    with pytest.raises(RuntimeError, match=says):
+        Server(upstream.url, HERMES_TEMPLATE, flag, value)
