@@ -59,8 +59,7 @@ class _BoundedHttp(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_timer()
-        if self._linger_timer is not None:
-            self._linger_timer.cancel()
+        self._stop_linger_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -98,6 +97,7 @@ class _BoundedHttp(HttpToolsProtocol):
         super().on_message_complete()
         self._in_head = True
         self._head_bytes = 0
+        self._stop_linger_timer()  # a body answered before it ended has ended: the next request is timed anew
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -129,6 +129,11 @@ class _BoundedHttp(HttpToolsProtocol):
         self._linger_timer = None
         if not self._in_head:  # the body answered long ago has still not ended
             self.transport.close()
+
+    def _stop_linger_timer(self) -> None:
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer `status` with OpenAI error JSON and close the connection (nothing reaches the app)."""
