@@ -17,7 +17,10 @@ from .detect import detect_format
 from .engine import StreamParser
 from .registry import formats, get_format
 from .serve.limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_MESSAGES,
     DEFAULT_PREPARE_TIMEOUT,
     DEFAULT_RENDER_TIMEOUT,
@@ -208,7 +211,8 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     if opts.max_upstream_line < 1024:
         raise UsageError("--max-upstream-line must be at least 1024 bytes")
     try:
-        limits = Limits(opts.max_body_bytes, opts.max_messages)
+        limits = Limits(opts.max_body_bytes, opts.max_messages, opts.max_header_bytes, opts.header_timeout,
+                        opts.body_timeout)
     except ValueError as error:
         raise UsageError(str(error)) from None
     if opts.shutdown_timeout < 0:
@@ -429,6 +433,16 @@ def _add_serve(commands: Any) -> None:
                            help="the longest a request's preparation (rendering, marking, tokenizing, compiling "
                                 "tools, building a grammar) may take before it is sent upstream, in seconds; past "
                                 f"it a 504 names the step (default {DEFAULT_PREPARE_TIMEOUT:g})")
+    serve_cmd.add_argument("--max-header-bytes", type=int, default=DEFAULT_MAX_HEADER_BYTES, metavar="BYTES",
+                           help="the largest request line and headers, counted as they arrive; larger is a 431 "
+                                f"and the connection closed (default {DEFAULT_MAX_HEADER_BYTES}, 16 KiB)")
+    serve_cmd.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT, metavar="S",
+                           help="seconds for a request line and headers to arrive, from the connection or the "
+                                f"request's first byte; slower is a 408 and the connection closed (default "
+                                f"{DEFAULT_HEADER_TIMEOUT:g})")
+    serve_cmd.add_argument("--body-timeout", type=float, default=DEFAULT_BODY_TIMEOUT, metavar="S",
+                           help="seconds between two reads of a request body; a body that stops short is a 408 "
+                                f"(default {DEFAULT_BODY_TIMEOUT:g})")
     serve_cmd.add_argument("--shutdown-timeout", type=int, default=30, metavar="S",
                            help="on SIGTERM, stop accepting and let open answers finish for up to S seconds, then "
                                 "exit (default 30)")

@@ -45,8 +45,8 @@ from .requests import RequestLog, RequestRecord, configure_logging
 from .sse import ChunkWriter, EventStream, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
-from .upstream import UpstreamEvents, UpstreamStreamError, error_message, joined
-from .workers import run_workers
+from .upstream import UpstreamEvents, UpstreamStreamError, error_message, joined, relayed_headers
+from .workers import Tick, run_workers
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -89,12 +89,14 @@ class RequestError(Exception):
     """Something wrong in the request or upstream, answered as OpenAI error JSON with `status`."""
 
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
-                 body: Mapping[str, Any] | None = None, param: str | None = None) -> None:
+                 body: Mapping[str, Any] | None = None, param: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.body = body
         self.param = param
+        self.headers = headers  # sent with the answer (an upstream error's Retry-After)
 
     def payload(self) -> dict[str, Any]:
         if self.body is not None:
@@ -102,7 +104,7 @@ class RequestError(Exception):
         return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.status}}
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.payload(), status_code=self.status)
+        return JSONResponse(self.payload(), status_code=self.status, headers=self.headers)
 
 
 @dataclass
@@ -128,8 +130,9 @@ def _id_tokenizer(config: ServerConfig) -> PromptTokenizer | None:
     return tokenizer
 
 
-class MissingTokenIds(Exception):
-    """`upstream_token_ids="on"` and a choice came without `token_ids`."""
+class UnreadableTokenIds(Exception):
+    """A choice's generated ids cannot be read: `upstream_token_ids="on"` and it came without
+    `token_ids`, or one is outside the tokenizer's vocabulary."""
 
 
 def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
@@ -179,7 +182,8 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
 
 def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bool) -> dict[str, Any]:
     """`chunk` with the `text` of each choice that carries `token_ids` as its `Token`s (a choice
-    without ids keeps its text, and is read as text; with `required` it is a `MissingTokenIds`)."""
+    without ids keeps its text, and is read as text; with `required` it is an `UnreadableTokenIds`, as
+    is an id outside the vocabulary)."""
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         return chunk
@@ -188,10 +192,13 @@ def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bo
         ids = choice.get("token_ids") if isinstance(choice, dict) else None
         text = choice.get("text") if isinstance(choice, dict) else None
         if isinstance(ids, list) and all(isinstance(i, int) for i in ids) and isinstance(text, str):
-            out.append({**choice, "text": tokenizer.generated(ids, text)})
+            try:
+                out.append({**choice, "text": tokenizer.generated(ids, text)})
+            except ValueError as error:  # an id outside the vocabulary
+                raise UnreadableTokenIds(str(error)) from None
             continue
         if required and text:  # an empty text (a finish chunk) holds nothing to misread
-            raise MissingTokenIds("the upstream sent a choice without token_ids (--upstream-token-ids on); "
+            raise UnreadableTokenIds("the upstream sent a choice without token_ids (--upstream-token-ids on); "
                                   "it must support return_token_ids (vLLM >= 0.10.2), or use "
                                   "--upstream-token-ids auto")
         out.append(choice)
@@ -273,10 +280,12 @@ def create_app(config: ServerConfig) -> Starlette:
                 await response.aclose()
             message, body = error_message(response.status_code, raw)
             record.upstream_error = "status"
+            relayed = relayed_headers(response.headers)  # when to try again
             if 400 <= response.status_code < 500:  # the upstream refused the request: its status and words
-                raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body)
+                raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body,
+                                   headers=relayed)
             raise RequestError(502, f"the upstream answered HTTP {response.status_code}: {message}",
-                               "upstream_error") from None
+                               "upstream_error", headers=relayed) from None
         return response
 
     notice = _TextNotice()
@@ -368,7 +377,7 @@ def create_app(config: ServerConfig) -> Starlette:
                 for chunk in joined(events.feed(data)):
                     try:
                         answer(maker.read(tokens(prepared, chunk)))
-                    except MissingTokenIds as error:
+                    except UnreadableTokenIds as error:
                         raise UpstreamStreamError(str(error)) from None
                 if out:
                     yield b"".join(out)
@@ -399,7 +408,7 @@ def create_app(config: ServerConfig) -> Starlette:
         try:
             try:
                 raw = await read_body(request.stream(), request.headers.get("content-length"),
-                                      config.limits.max_body_bytes)
+                                      config.limits.max_body_bytes, config.limits.body_timeout)
                 body = parse_request(raw)
                 check_messages(body, config.limits.max_messages)
             except InvalidRequest as error:
@@ -425,7 +434,7 @@ def create_app(config: ServerConfig) -> Starlette:
                 if isinstance(completion, dict):
                     record.add_usage(completion.get("usage"))
                     completion = tokens(prepared, completion)
-            except MissingTokenIds as error:
+            except UnreadableTokenIds as error:
                 record.upstream_error = "answer"
                 raise RequestError(502, str(error), "upstream_error") from None
             except InvalidUpstream as error:
@@ -490,11 +499,15 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_l
 
     import uvicorn
 
+    from .connection import bounded_protocol
+
     configure_logging(log_level)
 
-    def settings(app: Starlette) -> uvicorn.Config:
+    def settings(app: Starlette, tick: Tick | None = None) -> uvicorn.Config:
+        # The HTTP protocol bounds each request head (`connection`); the app has no websockets.
         return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                              timeout_graceful_shutdown=shutdown_timeout)
+                              timeout_graceful_shutdown=shutdown_timeout, callback_notify=tick, timeout_notify=1,
+                              http=bounded_protocol(config.limits), ws="none")
 
     if workers == 1:
         # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
@@ -507,8 +520,8 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_l
             signal.signal(signal.SIGTERM, previous)
         return 0 if server.started else 3  # as uvicorn.run: it never got to serve
 
-    def serve_on(sock: socket.socket) -> bool:
-        server = uvicorn.Server(settings(create_app(config)))
+    def serve_on(sock: socket.socket, tick: Tick) -> bool:
+        server = uvicorn.Server(settings(create_app(config), tick))
         server.run(sockets=[sock])
         return server.started
 
