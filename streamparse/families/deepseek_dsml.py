@@ -125,7 +125,7 @@ V3_2 = Dialect(DSML, ("function_calls", "tool_calls"), "deepseek_v3_2")  # V3.2,
 
 DEEPSEEK_V3_2 = FormatSpec(
     name="deepseek_v3_2",
-    aliases=(),
+    aliases=("deepseek_v4",),  # fourth wave (Decision 19): V4's template writes the `tool_calls` block
     reasoning=(THINK,),
     envelopes=V3_2.envelopes(),
     wrappers=V3_2.wrappers(),
