@@ -223,11 +223,20 @@ def test_a_rendered_message_reads_back() -> None:
     assert (again.reasoning, again.content, named_calls(again)) == ("Why.", "Done.", VLLM_ARGUMENTS)
 
 
-@pytest.mark.parametrize("syntax", ["structural_tag", "lark", "gbnf"])
-def test_grammars_are_written_in_every_syntax(syntax: str) -> None:
-    grammar = streamparse.grammar_for(FORMAT, WEATHER, tool_choice="required", syntax=syntax,
-                                      token_ids={"<think>": 1, "</think>": 2} if syntax == "lark" else None)
-    assert f"{D}calls" in (grammar if isinstance(grammar, str) else json.dumps(grammar, ensure_ascii=False))
+@pytest.mark.parametrize("syntax", ["structural_tag", "gbnf"])
+def test_grammars_take_calls_after_reasoning_or_ending_it_and_refuse_the_unspaced_tags(syntax: str) -> None:
+    from grammar_engines import gbnf_accepts, structural_tag_accepts
+
+    def accepts(text: str, **options: Any) -> bool:
+        grammar = streamparse.grammar_for(FORMAT, WEATHER, syntax=syntax, thinking_forced_open=True, **options)
+        return structural_tag_accepts(grammar, text) if isinstance(grammar, dict) else gbnf_accepts(grammar, text)
+
+    calls = block(invoke("get_time", param("timezone", "UTC")))
+    assert accepts("Plan.</think>Checking.\n\n" + calls)
+    assert accepts("Plan.\n\n" + calls)  # the block ends the open reasoning (Decision 4)
+    assert accepts("Plan.</think>" + calls, tool_choice="required")
+    unspaced = calls.replace(D, "｜DSML｜")
+    assert not accepts("Plan.</think>" + unspaced, tool_choice="required")
 
 
 # ----------------------------------------------------------------- any chunking

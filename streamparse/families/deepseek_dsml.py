@@ -5,6 +5,7 @@
 `string="true"`: the value is the literal text (typed by the schema only when the schema allows no
 string); `string="false"`: the value is JSON, falling back to the typing rules. Values are
 byte-exact: no framing newline. Reading and streaming are `bodies/tagged_params.py`, shared with qwen3_coder.
+`Dialect` is what the DSML spellings share (deepseek_v4_1 and gigachat3_5 declare theirs with it).
 """
 
 from __future__ import annotations
@@ -45,13 +46,15 @@ def dsml_is_string(flag: str | None, schema: Any) -> bool:
 
 @dataclass(frozen=True)
 class Dialect:
-    """The spellings of one DSML dialect: every tag is `<` or `</`, then `mark`, then its name
-    (`<｜DSML｜invoke …>`; DeepSeek V4.1 spaces it, `<｜DSML｜ invoke …>`; GigaChat 3.5 writes `｜GCML｜`),
-    the names of the calls block (the first is what `block` writes), its grammar (`formats/`), and
-    whether a call complete but for its `</…invoke>` at the end of the output is a call (the fourth
-    wave's dialects, Decision 1) rather than `truncated`; `text_is_content`: text other than
-    whitespace inside the block is content and the block stays open (the fourth wave's Decision 2),
-    rather than ending the block."""
+    """The spellings of one DSML dialect, and what its wire leaves open.
+
+    Every tag is `<` or `</`, then `mark`, then the tag's name: `<｜DSML｜invoke …>` (V3.2, V4),
+    `<｜DSML｜ invoke …>` (V4.1, spaced), `<｜GCML｜invoke …>` (GigaChat 3.5). `blocks`: the names of
+    the calls block (`block` writes the first); `grammar`: the invoke body's, in `formats/`. The
+    fourth wave's dialects also set `end_tag_optional` (a call complete but for its `</…invoke>` at
+    the end of the output is a call, not `truncated`: Decision 1) and `text_is_content` (text other
+    than whitespace inside the block is content and the block stays open, instead of ending it:
+    Decision 2)."""
 
     mark: str
     blocks: tuple[str, ...]
