@@ -67,14 +67,14 @@ def test_the_fixture_with_its_prompt_starts_inside_reasoning() -> None:
     assert named_calls(msg) == VLLM_ARGUMENTS
 
 
-@pytest.mark.parametrize(("text", "reasoning", "content"), [
-    ("12", "", "12"),  # thinking off: the prompt ended </think>, the output is content
-    ("</think>12", "", "12"),
-    ("Plan.</think>12", "Plan.", "12"),
+@pytest.mark.parametrize(("prompt_end", "text", "reasoning", "content"), [
+    ("</think>", "12", "", "12"),  # thinking off (`thinking=false`, `reasoning_effort="none"`): content
+    ("<think>", "</think>12", "", "12"),  # thinking on, nothing thought
+    ("<think>", "Plan.</think>12", "Plan.", "12"),
 ])
-def test_reasoning_controls_as_vllm_reads_them(text: str, reasoning: str, content: str) -> None:
-    forced = text.count("</think>") > 0
-    msg = streamparse.parse(text, FORMAT, thinking_forced_open=forced)
+def test_reasoning_controls_as_vllm_reads_them(prompt_end: str, text: str, reasoning: str, content: str) -> None:
+    prompt = "<｜User｜>Add.<｜Assistant｜>" + prompt_end
+    msg = agreeing(text, FORMAT, sizes=(1,), prompt=prompt)
     assert (msg.reasoning, msg.content) == (reasoning, content)
 
 
