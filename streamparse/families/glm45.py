@@ -65,7 +65,7 @@ def render(message: Message) -> str:
 
 GLM45 = FormatSpec(
     name="glm45",
-    aliases=("glm46", "glm47", "ling3", "ring"),
+    aliases=("glm46", "glm47", "ring"),
     reasoning=(THINK,),
     envelopes=(EnvelopeSpec(openers=(CALL_OPENER,), body=BODY),),
     render=render,

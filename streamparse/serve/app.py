@@ -141,7 +141,8 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
             options = options.with_changes(tools=tools)
     except (ValueError, TypeError) as error:
         raise RequestError(400, f"invalid tools: {error}", param="tools") from None
-    forced_open = options.thinking_forced_open or get_format(options.format).ends_inside_reasoning(prompt)
+    spec = get_format(options.format, options.marker_suffix)
+    forced_open = options.thinking_forced_open or spec.ends_inside_reasoning(prompt)
     try:
         constraint = constraint_of(body, None if options.tools is None else compiled_tools(options.tools), forced_open)
     except Unenforceable as error:
