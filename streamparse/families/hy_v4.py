@@ -11,11 +11,13 @@ suffix, the output's first complete marker fixes it (FORMATS.md, fourth wave, De
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
 from ..bodies.tagged_params import TaggedParams
-from ..spec import SUFFIX, EnvelopeSpec, FormatSpec, MarkerSuffix, WrapperSpec
+from ..spec import SUFFIX, EnvelopeSpec, FormatSpec, MarkerSuffix
 from ..types import Message
+from . import hy_v3
 from .glm45 import value_text
 from .hy_v3 import PROMPT_MARKERS, TEMPLATE_SWITCH, markers
 
@@ -65,16 +67,13 @@ def spec(suffix: str) -> FormatSpec:
             out += f"{block_opener}{calls}{block_closer}"
         return out
 
-    return FormatSpec(
+    # Hy3's declaration (reasoning, the `<tool_calls>` block whose text is content), with these calls.
+    return replace(
+        hy_v3.spec(suffix),
         name="hy_v4",
-        aliases=(),
-        reasoning=(think,),
         envelopes=(EnvelopeSpec(openers=(call_opener,), body=body),),
-        # Whitespace in the block is framing, other text content (Decision 2).
-        wrappers=(WrapperSpec((block_opener,), (block_closer,), empty_is_framing=True, text_is_content=True),),
         render=render,
         reserved=(*arg_tags, call_closer, block_closer),  # a value holding one cannot be written back
-        untyped_values=True,
         # One token each in the HY4 vocabulary.
         special=(*think, block_opener, block_closer, call_opener, call_closer, *arg_tags),
         # Hy3's markup without `<tool_sep` (hy_v3's rule, with it, is tried first).
