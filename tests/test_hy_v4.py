@@ -7,9 +7,11 @@ fixtures (vLLM `hy_v4`, SGLang `hunyuan`)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from conftest import FIXTURES, agreeing, ids, named_calls
+from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -191,9 +193,18 @@ def test_detection() -> None:
     assert streamparse.detect_marker_suffix(tokenizer, FMT) == ":a1"
 
 
-def test_grammars_in_every_syntax() -> None:
-    for syntax in ("structural_tag", "lark", "gbnf"):
-        assert streamparse.grammar_for(FMT, TOOLS, tool_choice="required", syntax=syntax)
+@pytest.mark.parametrize("suffix", [None, ":6124c78e"])
+def test_grammars_in_every_syntax_accept_the_markers_spelled_with_the_suffix(suffix: str | None) -> None:
+    text = WIRE if suffix else WIRE.replace(":6124c78e", "")
+    special = spec(suffix or "").special
+    shape: dict[str, Any] = {"tool_choice": "auto", "thinking_forced_open": True, "marker_suffix": suffix}
+    assert structural_tag_accepts(streamparse.grammar_for(FMT, TOOLS, syntax="structural_tag", **shape), text)
+    assert lark_accepts(streamparse.grammar_for(FMT, TOOLS, syntax="lark", **shape), text, special)
+    gbnf = streamparse.grammar_for(FMT, TOOLS, syntax="gbnf", **shape)
+    assert gbnf_accepts(gbnf, text) and not gbnf_accepts(gbnf, WIRE.replace(":6124c78e", ":other"))
+    triggers = streamparse.grammar_triggers(FMT, TOOLS, marker_suffix=suffix)["grammar_triggers"]
+    assert {"type": 1, "value": f"<tool_calls{suffix or ''}>"} in triggers
+    assert all(trigger["value"].endswith(f"{suffix or ''}>") for trigger in triggers)
 
 
 _SUFFIXES = st.one_of(st.just(""), st.from_regex(r":[0-9a-z._\-]{1,12}", fullmatch=True))

@@ -141,6 +141,11 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
             options = options.with_changes(tools=tools)
     except (ValueError, TypeError) as error:
         raise RequestError(400, f"invalid tools: {error}", param="tools") from None
+    declared = get_format(options.format).marker_suffix
+    if options.marker_suffix is None and declared is not None and declared.in_prompt(prompt) is not None:
+        # The prompt's spelling of the markers (FORMATS.md, fourth wave, Decision 7): the parser and a
+        # grammar the upstream enforces both read it.
+        options = options.with_changes(marker_suffix=declared.in_prompt(prompt))
     spec = get_format(options.format, options.marker_suffix)
     forced_open = options.thinking_forced_open or spec.ends_inside_reasoning(prompt)
     try:
@@ -304,7 +309,8 @@ def create_app(config: ServerConfig) -> Starlette:
             return
         kind = await upstream_kind()
         try:
-            prepared.upstream_body.update(upstream_fields(kind, prepared.options.format, prepared.constraint))
+            prepared.upstream_body.update(upstream_fields(kind, prepared.options.format, prepared.constraint,
+                                                          prepared.options.marker_suffix))
         except Unenforceable as error:
             raise RequestError(400, str(error), param=error.param) from None
 
