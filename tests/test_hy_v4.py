@@ -242,3 +242,35 @@ def test_learning_the_suffix_takes_linear_work(unit: str) -> None:
         assert parser.message.content == text.strip()
         counts.append(parser.scanned)
     assert counts[1] <= 4.2 * counts[0], counts
+
+
+def test_serve_spells_the_markers_as_the_rendered_prompt_does(tmp_path: Any) -> None:
+    # Decision 7 (d) in the proxy: the parser and the grammar the upstream enforces read the prompt's suffix.
+    pytest.importorskip("starlette")
+    from streamparse.serve.app import ServerConfig, _prepare
+
+    source = tmp_path / "hy4.jinja"
+    source.write_text("{% for m in messages %}<｜hy_User:6124c78e｜>{{ m.content }}{% endfor %}"
+                      "{% if add_generation_prompt %}<｜hy_start:6124c78e｜>assistant<｜hy_middle:6124c78e｜>"
+                      "<think:6124c78e>{% endif %}", encoding="utf-8")
+    config = ServerConfig("http://127.0.0.1:9", streamparse.ChatTemplate(source), streamparse.Options(FMT))
+    prepared = _prepare(config, {"messages": [{"role": "user", "content": "Weather?"}], "tools": TOOLS,
+                                 "tool_choice": "required"})
+    assert prepared.options.marker_suffix == ":6124c78e"
+    assert prepared.constraint is not None and prepared.constraint.forced_open
+    parser = StreamParser.from_options(prepared.options)
+    parser.feed(WIRE)
+    parser.close()
+    assert named_calls(parser.message) == CALLS and parser.message.reasoning == "reasoning"
+
+
+def test_the_suffix_from_a_model_directory(tmp_path: Any) -> None:
+    # Decision 7 (b) before (c): what `serve --chat-template DIR` reads at start.
+    (tmp_path / "chat_template.jinja").write_text("{{ '<tool_calls:abc><tool_call:abc>' }}<arg_key:abc><arg_value:abc>",
+                                                  encoding="utf-8")
+    assert streamparse.detect_marker_suffix(tmp_path, FMT) == ":abc"
+    added = {"added_tokens": [{"id": 5, "content": "<tool_calls:opensource>"}]}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(added), encoding="utf-8")
+    assert streamparse.detect_marker_suffix(tmp_path, FMT) == ":opensource"
+    assert streamparse.detect_marker_suffix(str(tmp_path / "tokenizer.json"), FMT) == ":opensource"
+    assert streamparse.detect_marker_suffix(tmp_path, "glm45") is None  # its markers carry no suffix
