@@ -305,8 +305,16 @@ class StreamParser:
         delimiters, and what depends on them); the regions and the mode stay."""
         self._learning = None
         if suffix:
-            fixed = _fixed_state(self.options.with_changes(marker_suffix=suffix))[1]
-            self.__dict__.update({key: fixed[key] for key in _DECLARED})
+            options = self.options
+            learned = _LEARNED.get((id(options), suffix))
+            if learned is None or learned[0] is not options:  # the options with the suffix, made once
+                learned = _LEARNED[(id(options), suffix)] = (options, options.with_changes(marker_suffix=suffix))
+                while len(_LEARNED) > _FIXED_SIZE:
+                    del _LEARNED[next(iter(_LEARNED))]
+            fixed = _FIXED.get(id(learned[1]))
+            if fixed is None or fixed[0] is not learned[1]:
+                fixed = _fixed_state(learned[1])
+            self.__dict__.update({key: fixed[1][key] for key in _DECLARED})
 
     def _note_previous(self, text: str) -> None:
         """Keep the character before what is held back: the one before the next text read."""
@@ -881,6 +889,8 @@ _DECLARED = ("_spec", "_full", "_openers_to_envelope", "_openers_to_wrapper", "_
              "_look_alikes", "_reasoning_closers", "_lead", "_spaced", "_whole_of")
 
 _FIXED: dict[int, tuple[Options, dict[str, Any]]] = {}
+# The options a learned marker suffix makes of a parser's, by their id and the suffix (kept with them).
+_LEARNED: dict[tuple[int, str], tuple[Options, Options]] = {}
 _FIXED_SIZE = 64
 _FIXED_LOCK = threading.Lock()
 
