@@ -185,6 +185,10 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
         opts.format = detect_format(template.text)
         if opts.format is None:
             raise UsageError(f"no known format in the chat template {opts.chat_template}; pass --format")
+        if get_format(opts.format).marker_suffix is not None and Path(opts.chat_template).is_dir() \
+                and detect_format(Path(opts.chat_template)) is None:
+            raise UsageError(f"the tokenizer in {opts.chat_template} spells the {opts.format} markers with several "
+                             "suffixes; pass --format and --marker-suffix")
     if opts.marker_suffix is None and get_format(opts.format).marker_suffix is not None:
         # The checkpoint's marker suffix, from its tokenizer or template (else each prompt, or the output, says it).
         opts.marker_suffix = detect_marker_suffix(Path(opts.chat_template), opts.format)

@@ -47,6 +47,8 @@ def _templates(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[str]:
         raise ValueError("'chat_template' must be a string or a list of {'name', 'template'} entries")
     if isinstance(source, os.PathLike) or (isinstance(source, str) and _looks_like_path(source)):
         path = Path(source)
+        if path.is_dir():  # a model directory: its template files
+            return _suffix_templates(path)
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".json":
             return _templates(json.loads(text))
@@ -57,14 +59,15 @@ def _templates(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[str]:
 
 
 def _looks_like_path(text: str) -> bool:
-    return "\n" not in text and "{" not in text and len(text) < 4096 and Path(text).is_file()
+    return "\n" not in text and "{" not in text and len(text) < 4096 and (Path(text).is_file() or Path(text).is_dir())
 
 
 def detect_format(chat_template: str | os.PathLike[str] | Mapping[str, Any]) -> str | None:
     """The streamparse format a model's chat template writes, or None when it shows none we read.
 
-    Accepts the template text, a `tokenizer_config.json` dict, or a path to a template or to
-    `tokenizer_config.json`."""
+    Accepts the template text, a `tokenizer_config.json` dict, or a path to a template, to
+    `tokenizer_config.json` or to a model directory. A vocabulary that spells a format's markers
+    with several suffixes (`FormatSpec.marker_suffix`) names no format."""
     templates = [t for t in _templates(chat_template) if _is_jinja(t)]
     for rules in _rules():
         for name, markers in rules:
@@ -162,8 +165,8 @@ def _suffix_templates(source: str | os.PathLike[str] | Mapping[str, Any]) -> lis
     if path is not None and path.is_dir():
         texts = [path.joinpath("chat_template.jinja").read_text(encoding="utf-8")] \
             if path.joinpath("chat_template.jinja").is_file() else []
-        return texts + [text for data in _tokenizer_files(path) if data.get("chat_template") is not None
-                        for text in _templates(data)]
+        files = [*_tokenizer_files(path / "chat_template.json"), *_tokenizer_files(path)]
+        return texts + [text for data in files if data.get("chat_template") is not None for text in _templates(data)]
     data = [source] if isinstance(source, Mapping) else _tokenizer_files(path) if path is not None else []
     if data:
         return [text for found in data if found.get("chat_template") is not None for text in _templates(found)]

@@ -7,6 +7,8 @@ fixtures (vLLM `hy_v4`, SGLang `hunyuan`)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -274,3 +276,20 @@ def test_the_suffix_from_a_model_directory(tmp_path: Any) -> None:
     assert streamparse.detect_marker_suffix(tmp_path, FMT) == ":opensource"
     assert streamparse.detect_marker_suffix(str(tmp_path / "tokenizer.json"), FMT) == ":opensource"
     assert streamparse.detect_marker_suffix(tmp_path, "glm45") is None  # its markers carry no suffix
+
+
+def test_a_model_directory_whose_vocabulary_spells_two_suffixes_names_no_format(tmp_path: Any) -> None:
+    # Decision 7 (b): ambiguous, not detected.
+    template = "{{ '<tool_calls><tool_call>' }}<arg_key><arg_value>"
+    (tmp_path / "chat_template.json").write_text(json.dumps({"chat_template": template}), encoding="utf-8")
+    assert streamparse.detect_format(tmp_path) == FMT == streamparse.detect_format(str(tmp_path))
+    tokens = {"added_tokens_decoder": {"1": {"content": "<tool_calls:a>"}, "2": {"content": "<tool_calls:b>"}}}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(tokens), encoding="utf-8")
+    assert streamparse.detect_format(tmp_path) is None and streamparse.detect_marker_suffix(tmp_path, FMT) is None
+    # `serve` detecting the format from that directory says so before it listens.
+    pytest.importorskip("starlette")
+    pytest.importorskip("jinja2")
+    done = subprocess.run([sys.executable, "-m", "streamparse", "serve", "--upstream", "http://127.0.0.1:9/v1",
+                           "--chat-template", str(tmp_path), "--text-prompt"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "several suffixes; pass --format and --marker-suffix" in done.stderr
