@@ -308,9 +308,11 @@ class StreamParser:
             options = self.options
             learned = _LEARNED.get((id(options), suffix))
             if learned is None or learned[0] is not options:  # the options with the suffix, made once
-                learned = _LEARNED[(id(options), suffix)] = (options, options.with_changes(marker_suffix=suffix))
-                while len(_LEARNED) > _FIXED_SIZE:
-                    del _LEARNED[next(iter(_LEARNED))]
+                learned = (options, options.with_changes(marker_suffix=suffix))
+                with _FIXED_LOCK:
+                    _LEARNED[(id(options), suffix)] = learned
+                    while len(_LEARNED) > _FIXED_SIZE:
+                        del _LEARNED[next(iter(_LEARNED))]
             fixed = _FIXED.get(id(learned[1]))
             if fixed is None or fixed[0] is not learned[1]:
                 fixed = _fixed_state(learned[1])
@@ -807,6 +809,12 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
                          "tell its delimiters from text; use special_tokens='ignore'")
     forced = options.thinking_forced_open or (
         options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
+    deferred = forced and spec.forced_reasoning_needs_closer
+    if spec.reasoning_always_open:
+        forced = True
+        deferred = spec.forced_reasoning_needs_closer
+    if not spec.reasoning or spec.ignores_forced_open:  # a format without reasoning ignores thinking_forced_open
+        forced = False
     # Call openers are looked for in reasoning where they are calls there (extracted, or ending it).
     calls_end_reasoning = spec.ends_reasoning_at_calls(forced)
     in_reasoning = options.tool_calls_in_reasoning == "extract" or calls_end_reasoning
@@ -814,12 +822,6 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
     specials = frozenset(spec.special) if require_special else frozenset()
     ordinary = delimiter_sets(spec, in_reasoning, specials) if specials else full
     progressive = options.emit_calls == "progressive"
-    deferred = forced and spec.forced_reasoning_needs_closer
-    if spec.reasoning_always_open:
-        forced = True
-        deferred = spec.forced_reasoning_needs_closer
-    if not spec.reasoning or spec.ignores_forced_open:  # a format without reasoning ignores thinking_forced_open
-        forced = False
     # `FormatSpec.framing_after_reasoning`: Granite's `<response>` / `</response>` ("" when none).
     answer_opener, answer_closer = spec.framing_after_reasoning or ("", "")
     state: dict[str, Any] = {
