@@ -8,18 +8,15 @@ adapters and the CLI all take exactly these, so no entry point can drift from an
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
-from .spec import SUFFIX
+from .spec import check_suffix
 from .validation import Tools, compiled_tools
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # noqa: F401  (used by the entry points' signatures)
-
-_SUFFIX = re.compile(SUFFIX)
 
 EmitCalls = Literal["validated", "progressive"]
 ToolCallsInReasoning = Literal["ignore", "extract"]
@@ -101,10 +98,8 @@ class Options:
             raise TypeError("id_factory must be a callable taking the call's ordinal and returning an id")
         if self.prompt is not None and not isinstance(self.prompt, str):
             raise TypeError(f"prompt must be the rendered prompt text (str), got {type(self.prompt).__name__}")
-        if self.marker_suffix is not None and (not isinstance(self.marker_suffix, str)
-                                               or not _SUFFIX.fullmatch(self.marker_suffix)):
-            raise ValueError(f"marker_suffix must be '' or ':' and 1-64 characters, none of them whitespace, "
-                             f"'<', '>', '｜', ':', quotes or braces (':6124c78e'); got {self.marker_suffix!r}")
+        if self.marker_suffix is not None:
+            check_suffix(self.marker_suffix)
         if self.tools is not None:
             # Checked and compiled here, once: a parser made from these options (a server's request, a
             # batch worker's row) reuses the compiled form, and a bad schema raises now, not mid-stream.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from .spec import FormatSpec
+from .spec import FormatSpec, check_suffix
 
 
 @cache
@@ -39,6 +39,7 @@ def get_format(name: str, marker_suffix: str | None = None) -> FormatSpec:
     if spec is None:
         raise ValueError(f"unknown format {name!r}; known formats: {', '.join(formats())}")
     if marker_suffix is not None:
+        check_suffix(marker_suffix)
         if spec.marker_suffix is None:
             raise ValueError(f"format {spec.name!r} spells its markers one way; marker_suffix applies to formats "
                              f"whose markers carry a suffix ({', '.join(suffixed_formats())})")

@@ -363,6 +363,14 @@ class MarkerSuffix:
 # What a marker suffix may be: `:` and 1-64 characters, none of them whitespace, `<`, `>`, `｜`, `:`,
 # quotes or braces (Decision 7); or empty.
 SUFFIX = r"(?::[^\s<>｜:\"'{}]{1,64})?"
+_SUFFIX = re.compile(SUFFIX)
+
+
+def check_suffix(suffix: object) -> None:
+    """`ValueError` saying what a marker suffix may be, unless `suffix` is one."""
+    if not isinstance(suffix, str) or _SUFFIX.fullmatch(suffix) is None:
+        raise ValueError(f"marker_suffix must be '' or ':' and 1-64 characters, none of them whitespace, "
+                         f"'<', '>', '｜', ':', quotes or braces (':6124c78e'); got {suffix!r}")
 
 
 @dataclass(frozen=True)

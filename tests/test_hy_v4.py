@@ -195,6 +195,11 @@ def test_detection() -> None:
     assert streamparse.detect_marker_suffix(tokenizer, FMT) == ":a1"
 
 
+def test_a_bad_suffix_for_a_grammar_says_what_a_suffix_is() -> None:
+    with pytest.raises(ValueError, match="marker_suffix must be '' or ':' and 1-64 characters"):
+        streamparse.grammar_for(FMT, TOOLS, marker_suffix="6124c78e")
+
+
 @pytest.mark.parametrize("suffix", [None, ":6124c78e"])
 def test_grammars_in_every_syntax_accept_the_markers_spelled_with_the_suffix(suffix: str | None) -> None:
     text = WIRE if suffix else WIRE.replace(":6124c78e", "")
