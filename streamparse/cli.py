@@ -13,7 +13,7 @@ from typing import Any, TextIO, get_args
 
 from . import __version__
 from .cli_flags import UsageError, add_option_flags, options_from_flags
-from .detect import detect_format
+from .detect import detect_format, detect_marker_suffix
 from .engine import StreamParser
 from .registry import formats, get_format
 from .serve.limits import (
@@ -194,6 +194,13 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
         opts.format = detect_format(template.text)
         if opts.format is None:
             raise UsageError(f"no known format in the chat template {opts.chat_template}; pass --format")
+        if get_format(opts.format).marker_suffix is not None and Path(opts.chat_template).is_dir() \
+                and detect_format(Path(opts.chat_template)) is None:
+            raise UsageError(f"the tokenizer in {opts.chat_template} spells the {opts.format} markers with several "
+                             "suffixes; pass --format and --marker-suffix")
+    if opts.marker_suffix is None and get_format(opts.format).marker_suffix is not None:
+        # The checkpoint's marker suffix, from its tokenizer or template (else each prompt, or the output, says it).
+        opts.marker_suffix = detect_marker_suffix(Path(opts.chat_template), opts.format)
     if opts.on_rejected is None:  # progressive: a call rejected after it started comes back as text
         opts.on_rejected = "content" if opts.emit == "progressive" else "report"
     options = options_from_flags(opts)

@@ -179,7 +179,7 @@ def envelope_output(spec: FormatSpec, tools: Tools | None, choice: Choice, think
         return Output(mark_special(anchored, mark), None, False, end=mark_special(end, mark))
     calls = mark_special(_calls(spec, tools, choice), mark)
     open_reasoning = None
-    if spec.calls_end_reasoning and spec.reasoning:
+    if spec.ends_reasoning_at_calls(forced) and spec.reasoning:
         stops = tuple(dict.fromkeys((*(closer for _, closer in spec.reasoning), *spec.call_openers)))
         opened = alt(*(Lit(opener) for opener, _ in spec.reasoning))
         open_reasoning = mark_special(Text(stops) if forced else seq(opened, Text(stops)), mark)
@@ -225,7 +225,7 @@ def _reasoning(spec: FormatSpec, forced: bool) -> Node:
     if not spec.reasoning:
         return EMPTY
     # Where a call opener ends reasoning, reasoning cannot hold one.
-    also = spec.call_openers if spec.calls_end_reasoning else ()
+    also = spec.call_openers if spec.ends_reasoning_at_calls(forced) else ()
     if forced:
         inside = alt(*(seq(Text((closer, *also)), Lit(closer)) for _, closer in spec.reasoning))
         return optional(inside) if spec.forced_reasoning_needs_closer else inside

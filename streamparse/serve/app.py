@@ -154,7 +154,13 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
             options = options.with_changes(tools=tools)
     except (ValueError, TypeError) as error:
         raise RequestError(400, f"invalid tools: {error}", param="tools") from None
-    forced_open = options.thinking_forced_open or get_format(options.format).ends_inside_reasoning(prompt)
+    declared = get_format(options.format).marker_suffix
+    if options.marker_suffix is None and declared is not None and declared.in_prompt(prompt) is not None:
+        # The prompt's spelling of the markers (FORMATS.md, fourth wave, Decision 7): the parser and a
+        # grammar the upstream enforces both read it.
+        options = options.with_changes(marker_suffix=declared.in_prompt(prompt))
+    spec = get_format(options.format, options.marker_suffix)
+    forced_open = options.thinking_forced_open or spec.ends_inside_reasoning(prompt)
     try:
         constraint = constraint_of(body, None if options.tools is None else compiled_tools(options.tools), forced_open)
     except Unenforceable as error:
@@ -340,7 +346,8 @@ def create_app(config: ServerConfig) -> Starlette:
         constraint = prepared.constraint
         try:
             fields = await off_loop(expiry, "building the grammar",
-                                    lambda: upstream_fields(kind, prepared.options.format, constraint))
+                                    lambda: upstream_fields(kind, prepared.options.format, constraint,
+                                                            prepared.options.marker_suffix))
         except Unenforceable as error:
             raise RequestError(400, str(error), param=error.param) from None
         prepared.upstream_body.update(fields)
