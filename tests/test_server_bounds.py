@@ -6,6 +6,7 @@ The end-to-end tests run the real serve process against the real HTTP upstream o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -159,11 +160,11 @@ def test_an_outer_deadline_passes_through_an_inner_block_and_an_inner_one_is_cau
             pass
 
 
-def test_a_deadline_that_was_not_reached_raises_nothing_later() -> None:
-    for _ in range(200):
-        with within(0.001, "quick"):
+def test_a_deadline_raises_inside_its_block_or_not_at_all() -> None:
+    for _ in range(200):  # deadlines so short that some pass as the block starts, some as it ends
+        with contextlib.suppress(DeadlineExceeded), within(0.0005, "quick"):
             pass
-    time.sleep(0.05)  # every timer has fired or been cancelled by now
+    time.sleep(0.05)  # every timer has fired or been cancelled by now: nothing is left pending
     assert sum(range(1000)) == 499500
 
 

@@ -66,10 +66,10 @@ def within(seconds: float | None, step: str) -> Iterator[None]:
 
     timer = threading.Timer(max(0.0, expiry - time.monotonic()), fire)
     timer.daemon = True
-    timer.start()
     stack.append(expiry)
     try:
         try:
+            timer.start()  # inside: a deadline short enough to pass while the timer starts is caught too
             yield
         finally:
             stack.pop()
