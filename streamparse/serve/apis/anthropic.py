@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..checks import need, optional
@@ -135,10 +135,11 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
              "a non-empty string")
         need(isinstance(tool.get("input_schema"), dict), f"{path}.input_schema", tool.get("input_schema"),
              "a JSON Schema object")
-        function: dict[str, Any] = {"name": tool["name"], "parameters": tool["input_schema"]}
+        function: dict[str, Any] = {"name": tool["name"]}  # in the chat API's key order: templates print it
         description = optional(tool, "description", lambda value: isinstance(value, str), "a string", f"{path}.")
         if description is not None:
             function["description"] = description
+        function["parameters"] = tool["input_schema"]
         out.append({"type": "function", "function": function})
     return out
 
@@ -248,8 +249,9 @@ class MessageStream:
     as its first piece comes and stops when another begins; a call's arguments go out as
     `input_json_delta`s of the JSON text the parser checked."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, stopped_by: Callable[[], str | None] = lambda: None) -> None:
         self.model = model
+        self.stopped_by = stopped_by  # asked at the end: the stop sequence that ended the answer, if any
         self.id = _message_id()
         self.answer = Answer()
         self.index = -1
@@ -259,7 +261,7 @@ class MessageStream:
     def _event(kind: str, **fields: Any) -> bytes:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields}, ensure_ascii=False)}\n\n".encode()
 
-    def start(self, prompt_tokens: int = 0) -> bytes:
+    def start(self, prompt_tokens: int = 0) -> bytes:  # the count comes with the usage, at the end
         message: dict[str, Any] = {"id": self.id, "type": "message", "role": "assistant", "model": self.model,
                                    "content": [], "stop_reason": None, "stop_sequence": None,
                                    "usage": {"input_tokens": prompt_tokens, "output_tokens": 0}}
@@ -296,7 +298,8 @@ class MessageStream:
                                delta={"type": "input_json_delta", "partial_json": part.text})
         return b""
 
-    def end(self, stopped_by: str | None = None) -> bytes:
+    def end(self) -> bytes:
+        stopped_by = self.stopped_by()
         out = self._stop()
         delta = {"stop_reason": _stop_reason(self.answer, stopped_by), "stop_sequence": stopped_by}
         out += self._event("message_delta", delta=delta, usage={"output_tokens": self.answer.completion_tokens})

@@ -169,6 +169,9 @@ class ChatLines:
         self.answer = Answer()
         self.open_call: int | None = None
 
+    def start(self) -> bytes:
+        return b""  # Ollama's stream has no opening line
+
     def _line(self, message: dict[str, Any]) -> bytes:
         return json.dumps({"model": self.model, "created_at": _now(),
                            "message": {"role": "assistant", "content": "", **message}, "done": False},
