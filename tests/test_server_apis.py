@@ -47,13 +47,21 @@ def upstream() -> Iterator[Upstream]:
     server.stop()
 
 
+# A template that opens no reasoning and names no format: the format comes from --format, and whether
+# reasoning is open from --forced-open (the case's own prompt is not rendered here).
+PLAIN = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}<|assistant|>"
+
+
 @pytest.fixture(scope="module")
-def servers(upstream: Upstream) -> Iterator[Any]:
+def servers(upstream: Upstream, tmp_path_factory: Any) -> Iterator[Any]:
     running: dict[tuple[str, ...], Server] = {}
+    plain = tmp_path_factory.mktemp("plain") / "chat_template.jinja"
+    plain.write_text(PLAIN)
 
     def get(*flags: str) -> Server:
         if flags not in running:
-            running[flags] = Server(upstream.url, HERMES_TEMPLATE, "--api-key", KEY, *flags)
+            template = plain if "--format" in flags else HERMES_TEMPLATE
+            running[flags] = Server(upstream.url, template, "--api-key", KEY, *flags)
         return running[flags]
 
     yield get
@@ -103,7 +111,7 @@ def _responses(server: Server, key: str, tools: list[dict[str, Any]], stream: bo
         elif item.type == "message":
             out["content"] += "".join(part.text for part in item.content)
         elif item.type == "function_call":
-            assert item.call_id.startswith("call_")
+            assert item.call_id  # the model's own id where its format writes one, else a generated one
             out["calls"].append((item.name, json.loads(item.arguments)))
     return out
 
@@ -159,8 +167,8 @@ def test_each_client_gets_the_parsed_answer(servers: Any, upstream: Upstream, ap
 
 
 def _format_cases() -> list[tuple[str, bool, dict[str, Any]]]:
-    """Two real-template cases per format and prompt kind (forced-open reasoning or not), from every
-    cases file, each with calls where the format has such cases."""
+    """One real-template case per format and prompt kind (forced-open reasoning or not), from every
+    cases file, one with calls where the format has such cases."""
     chosen = []
     for fmt in FORMAT_NAMES:
         by_kind: dict[bool, list[dict[str, Any]]] = {}
@@ -168,7 +176,7 @@ def _format_cases() -> list[tuple[str, bool, dict[str, Any]]]:
             by_kind.setdefault(bool(case["thinking_forced_open"]), []).append(case)
         for forced, cases in sorted(by_kind.items()):
             cases.sort(key=lambda case: not case["expected"]["tool_calls"])
-            chosen += [(fmt, forced, case) for case in cases[:2]]
+            chosen.append((fmt, forced, cases[0]))
     return chosen
 
 
@@ -195,7 +203,7 @@ def test_every_format_reads_the_same_through_every_api(servers: Any, upstream: U
             got = CLIENTS[api](servers(*flags), key, tools, stream)
             assert got == _expected(message), (fmt, case["template"], case["case"], stream)
         checked.add(fmt)
-    assert len(checked) >= 36
+    assert checked == {fmt for fmt in FORMAT_NAMES if shared_cases(fmt)} and len(checked) >= 25
 
 
 # --------------------------------------------------------------------------------------------
