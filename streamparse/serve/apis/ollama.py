@@ -128,8 +128,15 @@ def to_chat(body: Mapping[str, Any]) -> ChatRequest:
 # -- the answer ------------------------------------------------------------------------------------------------
 
 
+_escape = json.encoder.encode_basestring  # json.dumps(text, ensure_ascii=False)'s C escaper
+
+
+def _stamp(second: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)) + ".000000Z"
+
+
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + ".000000Z"
+    return _stamp(time.time())
 
 
 def _call(call: Any) -> dict[str, Any]:
@@ -168,6 +175,8 @@ class ChatLines:
         self.started = time.monotonic()
         self.answer = Answer()
         self.open_call: int | None = None
+        self._second = -1
+        self._head = ""
 
     def start(self) -> bytes:
         return b""  # Ollama's stream has no opening line
@@ -176,6 +185,16 @@ class ChatLines:
         return json.dumps({"model": self.model, "created_at": _now(),
                            "message": {"role": "assistant", "content": "", **message}, "done": False},
                           ensure_ascii=False).encode() + b"\n"
+
+    def _text_line(self, content: str, thinking: str | None = None) -> bytes:
+        """A content or thinking line, its constant head written once a second: the bytes `_line` writes."""
+        now = int(time.time())
+        if now != self._second:
+            self._second = now
+            self._head = ('{"model": ' + _escape(self.model) + ', "created_at": "' + _stamp(now)
+                          + '", "message": {"role": "assistant", "content": ')
+        tail = "" if thinking is None else ', "thinking": ' + _escape(thinking)
+        return (self._head + _escape(content) + tail + '}, "done": false}\n').encode()
 
     def _flush_call(self) -> bytes:
         if self.open_call is None:
@@ -189,9 +208,9 @@ class ChatLines:
             return b""
         out = self._flush_call() if part.kind != "usage" else b""
         if part.kind == "reasoning":
-            return out + self._line({"thinking": part.text})
+            return out + self._text_line("", part.text)
         if part.kind == "content":
-            return out + self._line({"content": part.text})
+            return out + self._text_line(part.text)
         if part.kind == "call":
             self.open_call = part.index
         return out
