@@ -20,8 +20,8 @@ from typing import Any
 
 import jiter
 
-__all__ = ["MAX_DEPTH", "MAX_N", "InvalidRequest", "InvalidUpstream", "check_upstream", "parse_chunk",
-           "parse_request", "parse_upstream"]
+__all__ = ["MAX_DEPTH", "MAX_N", "InvalidRequest", "InvalidUpstream", "check_request", "check_upstream", "need",
+           "optional", "parse_body", "parse_chunk", "parse_request", "parse_upstream", "type_name"]
 
 MAX_DEPTH = 64          # nesting of a request below its top object: more is refused
 MAX_N = 128             # choices per request, as OpenAI bounds `n`
@@ -49,6 +49,14 @@ class InvalidUpstream(ValueError):
 
 def parse_request(raw: bytes) -> dict[str, Any]:
     """The request body as a checked dict, or `InvalidRequest`."""
+    body = parse_body(raw)
+    check_request(body)
+    return body
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """Any API's request body as a dict: JSON as the proxy reads it, every number finite, nesting bounded;
+    its fields are the API's to check."""
     try:
         body = jiter.from_json(raw, cache_mode="keys")  # NaN/Infinity read here, refused by _walk with their path
     except ValueError as error:
@@ -57,7 +65,6 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     _walk(body, "", 0)
-    check_request(body)
     return body
 
 
@@ -111,6 +118,10 @@ def _optional(body: Mapping[str, Any], key: str, test: Callable[[Any], bool], wh
     if value is not None:
         _need(test(value), prefix + key, value, what)
     return value
+
+
+# The same checks for the other APIs' translators (`serve/apis/`), which name their own fields.
+need, optional, type_name = _need, _optional, _kind
 
 
 def _int_in(low: int, high: int) -> Callable[[Any], bool]:

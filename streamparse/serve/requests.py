@@ -25,7 +25,8 @@ __all__ = ["RequestLog", "RequestRecord", "configure_logging", "request_id"]
 logger = logging.getLogger("streamparse.requests")
 # A client's own id is kept when it is short and plain (safe in a log line and a header); else one is made.
 _CLIENT_ID = re.compile(rb"[A-Za-z0-9._:/+=-]{1,64}")
-_PATHS = frozenset({"/v1/chat/completions", "/v1/models", "/health", "/metrics"})
+_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/api/chat",
+                    "/api/tags", "/api/show", "/api/version", "/v1/models", "/health", "/metrics"})
 
 
 def configure_logging(level: str) -> None:
