@@ -19,7 +19,7 @@ from streamparse.grammar import load_grammar
 from streamparse.registry import get_format
 
 _TAGGED = ["qwen3_coder", "deepseek_v3_2", "glm45", "minimax_m2", "seed_oss",
-           "hy_v3", "mimo_v2", "solar_open2", "step3"]
+           "hy_v3", "mimo_v2", "solar_open2", "step3", "minicpm5"]
 _HEADED = ["deepseek_r1", "deepseek_v3_1", "kimi_k2"]
 _INSERTS = ["\n", " ", "<", ">", "{", "}", '"', "=", "a", "</"]
 
