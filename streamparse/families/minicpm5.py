@@ -67,8 +67,7 @@ MINICPM5 = FormatSpec(
     # could not be written raw.
     reserved=(FUNCTION_CLOSER, PARAM_OPENER, PARAM_CLOSER, CDATA[1]),
     untyped_values=True,
-    # `<think>`/`</think>` are added tokens of the MiniCPM5 vocabulary; the call tags are text.
-    special=THINK,
+    # No delimiter is known to be a single token (FORMATS.md names none): all are read as text.
     # A markup rule: it wins over the ChatML `<|im_start|>` turn rule that names hermes (Decision 22).
     detect=((FUNCTION_OPENER, PARAM_OPENER),),
 )
