@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES, agreeing, named_calls
-from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, token_ids
+from grammar_engines import format_accepts
 
 import streamparse
 from streamparse import Message, ToolCall
-from streamparse.constrain import grammar_for
 
 FMT = "dots"
 TOOLS = json.loads((FIXTURES / FMT / "tools.json").read_text())
@@ -179,24 +178,13 @@ def test_the_block_marker_names_the_format() -> None:
     assert streamparse.detect_format(template) == FMT
 
 
-def _accepts(syntax: str, text: str, tools: Any, **options: Any) -> bool:
-    special = tuple(streamparse.registry.get_format(FMT).special)
-    grammar = grammar_for(FMT, tools, syntax=syntax, **({"token_ids": token_ids(special)} if syntax == "lark" else {}),
-                          **options)
-    if syntax == "structural_tag":
-        return structural_tag_accepts(grammar, text)  # type: ignore[arg-type]
-    if syntax == "lark":
-        return lark_accepts(grammar, text, special)  # type: ignore[arg-type]
-    return gbnf_accepts(grammar, text)  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize("syntax", ["structural_tag", "lark", "gbnf"])
 def test_grammars_write_invoke_blocks_and_json_blocks_the_parser_accepts(syntax: str) -> None:
     invokes = (FIXTURES / FMT / "dots_reasoning_two_calls.txt").read_text().split("</think>")[1]
     json_block = (FIXTURES / FMT / "dots_json_call.txt").read_text()
     for text in (invokes, json_block):
-        assert _accepts(syntax, text, TOOLS), text
+        assert format_accepts(FMT, syntax, text, TOOLS), text
         assert streamparse.parse(text, FMT, tools=TOOLS).rejected == []
-    assert not _accepts(syntax, invokes, TOOLS, parallel_tool_calls=False)
-    assert not _accepts(syntax, invokes.replace("get_time", "get_tme"), TOOLS)
-    assert _accepts(syntax, invokes.split("<dots")[1].join(("<dots", "")), TOOLS, tool_choice="required")
+    assert not format_accepts(FMT, syntax, invokes, TOOLS, parallel_tool_calls=False)
+    assert not format_accepts(FMT, syntax, invokes.replace("get_time", "get_tme"), TOOLS)
+    assert format_accepts(FMT, syntax, invokes.split("<dots")[1].join(("<dots", "")), TOOLS, tool_choice="required")

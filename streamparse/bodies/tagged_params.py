@@ -138,6 +138,12 @@ class TaggedParams:
     # parameter's closing tag may follow (the grammar's `value` rule says so too). None: no bracket.
     raw_bracket: tuple[str, str] | None = None
 
+    @property
+    def closers(self) -> tuple[str, ...]:
+        """What ends a body of this kind, consumed (as every kind that declares closers says):
+        the call's end tag. A choosing kind (`first_character`) writes no closer of its own after it."""
+        return (self.call_close,)
+
     def name_of(self, match: Any) -> str:
         """The `name` group of a call or parameter header, stripped (and unescaped when declared)."""
         name = _name(match)
