@@ -5,6 +5,7 @@ a CDATA section (FORMATS.md "minicpm5"; fourth-wave Decisions 1, 2, 14, 21, 22).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -13,6 +14,10 @@ from conftest import FIXTURES, SHARED, agreeing, named_calls
 
 import streamparse
 from streamparse import Message
+from streamparse.bodies.tagged_params import XmlCallStreamer, parse_call
+from streamparse.families.minicpm5 import BODY, FUNCTION_OPENER
+from streamparse.spec import ArgumentsFragment, Envelope, ParsedCall
+from streamparse.validation import ToolSet
 
 FMT = "minicpm5"
 TOOLS = json.loads((FIXTURES / FMT / "tools.json").read_text())
@@ -215,3 +220,20 @@ def test_the_markup_rule_wins_over_the_chatml_turn_rule() -> None:
     template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"
                 '{{ \'<function name="\' ~ c.name ~ \'"><param name="\' ~ k ~ \'">\' }}')
     assert streamparse.detect_format(template) == FMT
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 64])
+def test_a_bracketed_value_streams_as_the_parse_reads_it_where_the_dialect_streams_values(size: int) -> None:
+    # minicpm5 sends a call's arguments whole at its close (the last repeated key wins); a dialect with
+    # the same bracket that streams its values sends what the parse will produce, piece by piece.
+    dialect = dataclasses.replace(BODY, repeated_key_last_wins=False)
+    tools = ToolSet([{"name": "f", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}])
+    body = ('"f"><param name="s"><![CDATA[a</param>]]\n<param name="x">]]> \n</param>'
+            '<param name="n"><![CDATA[42]]></param><param name="t">plain</param>')
+    (call,) = parse_call(dialect, Envelope(FUNCTION_OPENER, body, "</function>", True, False), tools)
+    assert isinstance(call, ParsedCall)
+    assert call.arguments == {"s": 'a</param>]]\n<param name="x">', "n": 42, "t": "plain"}
+    streamer = XmlCallStreamer(dialect, tools)
+    sent = "".join(event.text for at in range(0, len(body), size) for event in streamer.feed(body[at:at + size])
+                   if isinstance(event, ArgumentsFragment))
+    assert sent + "}" == call.arguments_json
