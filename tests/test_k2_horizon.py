@@ -13,7 +13,7 @@ from conftest import FIXTURES, agreeing, named_calls
 from grammar_engines import format_accepts
 
 import streamparse
-from streamparse import Message, ToolCall
+from streamparse import Message, Token, ToolCall
 
 FMT = "k2_horizon"
 TOOLS = json.loads((FIXTURES / FMT / "tools.json").read_text())
@@ -203,3 +203,15 @@ def test_grammars_write_xml_and_json_calls_the_parser_accepts(syntax: str) -> No
         assert streamparse.parse(text, FMT, tools=TOOLS).rejected == []
     assert not format_accepts(FMT, syntax, xml, TOOLS, parallel_tool_calls=False)
     assert not format_accepts(FMT, syntax, xml.replace("get_time", "get_tme"), TOOLS)
+
+
+def test_markers_count_only_as_special_tokens_in_token_aware_mode() -> None:
+    # Every `<ifm|…>` marker is a preserved token in llama.cpp's handler.
+    def special(text: str) -> Token:
+        return Token(text, True)
+
+    tokens = [special("<ifm|think_faster>"), Token("quick", False), special("</ifm|think>"),
+              Token("<ifm|tool_call>x", False), special("<ifm|tool_calls>"), special("<ifm|tool_call>"),
+              Token("ping\n", False), special("</ifm|tool_call>"), special("</ifm|tool_calls>")]
+    msg = streamparse.parse(tokens, FMT, tools=LOOKUP, special_tokens="require")
+    assert (msg.reasoning, msg.content, named_calls(msg)) == ("quick", "<ifm|tool_call>x", [("ping", {})])
