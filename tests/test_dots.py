@@ -154,6 +154,13 @@ def test_closers_are_optional_at_the_end_once_the_last_value_is_closed() -> None
     assert statuses(msg) == ["truncated"] and msg.content == "Checking."
 
 
+def test_a_block_without_its_closer_ends_at_the_next_block() -> None:
+    text = ('<dots_function_call>\n<invoke name="search"><parameter name="query">a</parameter></invoke>\n'
+            '<dots_function_call>{"name": "open", "arguments": {"id": 7}}</dots_function_call>')
+    msg = both_modes(text, tools=SEARCH)
+    assert named_calls(msg) == [("search", {"query": "a"}), ("open", {"id": 7})] and msg.rejected == []
+
+
 def test_text_around_blocks_is_content_and_a_call_in_reasoning_stays_reasoning() -> None:
     text = ('<think>maybe <dots_function_call>{"name": "open", "arguments": {"id": 1}}</dots_function_call></think>'
             'A\n<dots_function_call>{"name": "open", "arguments": {"id": 2}}</dots_function_call>\nB')

@@ -27,7 +27,8 @@ BODY = FirstCharacter(
         (r"<invoke name=", TaggedCalls(minimax_m2.BODY, INVOKE_OPENER, (CLOSER,))),
         (r"\{", JsonCall("hermes", closers=(CLOSER,), tag=OPENER)),
     ),
-    closers=(CLOSER,), tag=OPENER,
+    # A block whose closer is missing ends at the next block's opener.
+    closers=(CLOSER,), stops=(OPENER,), tag=OPENER,
 )
 
 
