@@ -379,6 +379,7 @@ class FormatSpec:
 
     name: str
     aliases: tuple[str, ...]
+    # (opener, closer) pairs read at the start; an opener in several pairs closes at any of their closers.
     reasoning: tuple[tuple[str, str], ...]
     envelopes: tuple[EnvelopeSpec, ...]
     render: Callable[[Message], str]
@@ -456,9 +457,10 @@ class FormatSpec:
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
 
-        Never for headed messages: the prompt's open header is read as the first message's. Where
-        the markers carry a suffix, the prompt's own spelling of them is read (`MarkerSuffix`)."""
-        if self.messages is not None:
+        Never for headed messages: the prompt's open header is read as the first message's; never for a
+        format that ignores `thinking_forced_open` (no prompt of it ends inside reasoning). Where the
+        markers carry a suffix, the prompt's own spelling of them is read (`MarkerSuffix`)."""
+        if self.messages is not None or self.ignores_forced_open:
             return False
         if self.marker_suffix is not None:
             suffix = self.marker_suffix.in_prompt(prompt)

@@ -229,8 +229,12 @@ def _reasoning(spec: FormatSpec, forced: bool) -> Node:
     if forced:
         inside = alt(*(seq(Text((closer, *also)), Lit(closer)) for _, closer in spec.reasoning))
         return optional(inside) if spec.forced_reasoning_needs_closer else inside
-    # The block opens at the start, after optional whitespace (GLM-4.5/4.6 write `⏎<think>`).
-    blocks = alt(*(seq(Lit(opener), Text((closer, *also)), Lit(closer)) for opener, closer in spec.reasoning))
+    # The block opens at the start, after optional whitespace (GLM-4.5/4.6 write `⏎<think>`); it holds
+    # none of its opener's closers (an opener declared in several pairs has several).
+    closers: dict[str, tuple[str, ...]] = {}
+    for opener, closer in spec.reasoning:
+        closers[opener] = (*closers.get(opener, ()), closer)
+    blocks = alt(*(seq(Lit(opener), Text((*closers[opener], *also)), Lit(closer)) for opener, closer in spec.reasoning))
     return optional(seq(FRAMING_SPACE, blocks))
 
 

@@ -21,10 +21,14 @@ class DelimiterSets:
         def keep(strings: Sequence[str]) -> list[str]:
             return [s for s in strings if s not in exclude]
 
-        closer_of = dict(spec.reasoning)
+        # An opener declared in several pairs is closed by any of their closers (K2 Horizon's
+        # `<ifm|think_fast>` by `</ifm|think_fast>` or `</ifm|think>`).
+        closer_of: dict[str, tuple[str, ...]] = {}
+        for opener, closer in spec.reasoning:
+            closer_of[opener] = (*closer_of.get(opener, ()), closer)
         # What each delimiter found opens or closes (the same for every parser of the format).
         self.closer_of = closer_of
-        self.reasoning_closers = tuple(dict.fromkeys(closer_of.values()))
+        self.reasoning_closers = tuple(dict.fromkeys(closer for closers in closer_of.values() for closer in closers))
         self.envelope_of = {opener: envelope for envelope in spec.envelopes for opener in envelope.openers}
         self.wrapper_of = {opener: wrapper for wrapper in spec.wrappers for opener in wrapper.openers}
         self.reasoning_openers = Delimiters(keep(list(closer_of)))

@@ -58,7 +58,7 @@ class StreamParser:
     _full: DelimiterSets
     _openers_to_envelope: dict[str, EnvelopeSpec]
     _openers_to_wrapper: dict[str, WrapperSpec]
-    _closer_of: dict[str, str]
+    _closer_of: dict[str, tuple[str, ...]]
     _all_reasoning_closers: tuple[str, ...]
     _calls_end_reasoning: bool
     _answer_opener: str
@@ -361,7 +361,7 @@ class StreamParser:
         openers = self._sets.reasoning_openers
         opener = openers.starting(text, pos)
         if opener is not None:
-            self._enter_reasoning((self._closer_of[opener],) if not self._forced else self._all_reasoning_closers)
+            self._enter_reasoning(self._closer_of[opener] if not self._forced else self._all_reasoning_closers)
             self._lead_pending = self._lead is not None
             return pos + len(opener)
         if openers.is_prefix(text, pos):
@@ -433,7 +433,7 @@ class StreamParser:
             if self._answer_open and found == self._answer_closer:
                 self._answer_open = False
             elif found in self._sets.reopeners:
-                self._enter_reasoning((self._closer_of[found],))
+                self._enter_reasoning(self._closer_of[found])
             elif found in self._sets.trailing_framing:
                 region.hold(found)  # framing if only whitespace follows it to the end; else content
             elif found in self._spaced and not (text[at - 1] if at else self._previous or " ").isspace():
