@@ -351,8 +351,9 @@ class FormatSpec:
     # Argument values are untyped text (XML formats): generated messages use string values only.
     untyped_values: bool = False
     # A call opener inside unclosed reasoning ends the reasoning there, and the call is a call
-    # (Kimi K2, Apertus: their call tokens are emitted only to call). Otherwise the call text stays
-    # reasoning unless the caller extracts it.
+    # (Kimi K2, Apertus: their call tokens are emitted only to call), as its closer would: the text
+    # before it is reasoning (one exception: `forced_reasoning_needs_closer`). Otherwise the call
+    # text stays reasoning unless the caller extracts it.
     calls_end_reasoning: bool = False
     # How `detect_format` knows the format from a chat template: sets of strings that must all occur
     # in it (the tool-call markup the template writes), and, for templates that show no tool markup,
@@ -386,7 +387,9 @@ class FormatSpec:
     framing_after_reasoning: tuple[str, str] | None = None
     # With `thinking_forced_open`, the output is reasoning only if it closes the reasoning block: one
     # that never writes the closer is the answer, content (Nemotron v2's template writes a turn
-    # without reasoning as bare text after its `<think>⏎` prompt). The cost: forced-open reasoning is
+    # without reasoning as bare text after its `<think>⏎` prompt). Where `calls_end_reasoning`, a call
+    # opener closes it too, unless only `reasoning_always_open` opened it (no flag, no prompt: Apriel
+    # 1.5 writes its answer, then calls, with no marker). The cost: forced-open reasoning is
     # held back, not streamed, until its closer arrives (or the end makes it content).
     forced_reasoning_needs_closer: bool = False
     # The output always starts inside reasoning, whatever `thinking_forced_open` says: the model

@@ -96,6 +96,11 @@ def test_framing_of_channels_and_turn_ends() -> None:
     assert (message.reasoning, message.content) == ("plan", "Hi. there")
     # A second opener right after the first is framing.
     assert read("<|channel>thought\n<|channel>thought\nplan<channel|>Hi.").reasoning == "plan"
+    # ... also when it comes before the channel name (fourth-wave Decision 24, llama.cpp test 3093).
+    message = read("<|channel><|channel>thought\n<channel|>Hello")
+    assert (message.reasoning, message.content) == ("", "Hello")
+    message = read("<|channel><|channel>thought\nplan<channel|>Hello")
+    assert (message.reasoning, message.content) == ("plan", "Hello")
     # Any other later <|channel> block is content (its closer is framing, as a stray one is).
     assert read("Hi <|channel>thought\nx<channel|>").content == "Hi <|channel>thought\nx"
     message = read(call("f", "{}") + "Done.<|tool_response>")

@@ -71,6 +71,7 @@ class StreamParser:
     _message: Message | None
     _mode: str
     _forced: bool
+    _prompted: bool
     _deferred: bool
     _carry: str
     _received: int
@@ -399,9 +400,11 @@ class StreamParser:
         elif found in self._sets.framing:  # `FormatSpec.framing_in_reasoning`: dropped
             pass
         elif self._calls_end_reasoning:
-            # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus). Reasoning
-            # that had to close to be reasoning (`forced_reasoning_needs_closer`) was the answer.
-            if region.deferred:
+            # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus), as its closer
+            # would: the text before it is reasoning when the prompt opened it (Apriel 1.6's prefill:
+            # the model may call without answering). Reasoning read only because the format always
+            # starts inside it, which had to close to be reasoning, was the answer (Apriel 1.5).
+            if region.deferred and not self._prompted:
                 self._output.hand_over(region, self._output.content)
             else:
                 region.drop_pending()
@@ -759,6 +762,7 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
     forced = options.thinking_forced_open or (
         options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
     deferred = forced and spec.forced_reasoning_needs_closer
+    prompted = forced and bool(spec.reasoning) and not spec.ignores_forced_open
     if spec.reasoning_always_open:
         forced = True
         deferred = spec.forced_reasoning_needs_closer
@@ -788,6 +792,7 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
         "_message": None,
         "_mode": messages.OUTSIDE if spec.messages is not None else _START,
         "_forced": forced,
+        "_prompted": prompted,  # the flag or the prompt opened reasoning (not `reasoning_always_open` alone)
         "_deferred": deferred,
         "_carry": "",  # held back: it could still start a delimiter
         "_received": 0,  # characters received so far (after decoding): positions for the log

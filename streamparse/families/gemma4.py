@@ -57,8 +57,8 @@ GEMMA4 = FormatSpec(
     aliases=("gemma",),
     reasoning=((CHANNEL, CHANNEL_END),),
     # The channel name and one newline after it are framing; so is a second opener right after the
-    # first (with its own name).
-    reasoning_lead=r"thought\n?(?:<\|channel>(?:thought\n?)?)?",
+    # first, before the name or after it with its own name (fourth-wave Decision 24).
+    reasoning_lead=r"(?:<\|channel>)?thought\n?(?:<\|channel>(?:thought\n?)?)?",
     envelopes=(EnvelopeSpec(openers=(CALL,), body=BODY),),
     render=render,
     reserved=(QUOTE, CHANNEL),
