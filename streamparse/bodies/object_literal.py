@@ -82,6 +82,29 @@ class ObjectLiteral:
             return [Rejection(INVALID_JSON, [f"{self.call_tag} has no function name"])]
         return [ParsedCall(name, arguments, written if written is not None else json_text(arguments))]
 
+    def write_call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """A call's body as the template writes it: `call:NAME{…}` (the envelope's tags around it)."""
+        return f"call:{name}{self.write(dict(arguments))}"
+
+    def write(self, value: Any) -> str:
+        """`value` as the template's `format_argument` writes it: keys sorted (`dictsort`), bare where
+        the grammar reads them bare, strings between two quote tokens, raw; `true`/`false`, `None`,
+        numbers as Python prints them."""
+        if isinstance(value, str):
+            return f"{self.quote}{value}{self.quote}"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if value is None:
+            return "None"
+        if isinstance(value, dict):
+            return "{" + ",".join(f"{self._key(k)}:{self.write(v)}" for k, v in sorted(value.items())) + "}"
+        if isinstance(value, list):
+            return "[" + ",".join(map(self.write, value)) + "]"
+        return repr(value)
+
+    def _key(self, key: str) -> str:
+        return key if _BARE.fullmatch(key) else f"{self.quote}{key}{self.quote}"
+
     # ------------------------------------------------------------- the layout (grammar_ir.CallLayout)
 
     def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> GrammarNode:
