@@ -186,6 +186,15 @@ class WholeBody(Protocol):
         ...
 
 
+class AnswerBody(Protocol):
+    """A body kind whose envelope may stand for content other than its text (generic's whole-output
+    `{"response": TEXT}`: TEXT decoded), where `parse` finds no call in it."""
+
+    def answer(self, envelope: Envelope) -> str | None:
+        """The content the envelope stands for; None where that is its text, verbatim."""
+        ...
+
+
 @dataclass(frozen=True)
 class EnvelopeSpec:
     """One kind of call envelope: its opening strings, and the body kind that reads what follows."""
@@ -214,7 +223,8 @@ class AnchorSpec:
     `lead` is a regular expression (the `regex` module, matched with `partial=True`) that the
     envelope's text begins with; it is part of the body. Text is held back only while it could
     still become the lead, so keep it bounded (`\\s{0,64}`, not `\\s*`). Where it is tried:
-    - `at_start`: at the start of the output, after whitespace;
+    - `at_start`: at the start of the output, after whitespace, or of the content after a reasoning
+      block there (generic's envelope after `<think>…</think>`);
     - `after`: right after one of these markers (dropped, like `framing`), past whitespace;
     - `trigger`: wherever this character (the lead's first) appears in content; with
       `trigger_next` (a Python `re` pattern, `\\Z` where the text may end there) only where what
@@ -402,6 +412,9 @@ class FormatSpec:
     # `thinking_forced_open` is ignored: no prompt of the format ends inside reasoning (Solar Open's
     # low-effort prompt writes an empty, closed think message; Decision 22 of the third wave).
     ignores_forced_open: bool = False
+    # A message holds calls or content, never both (generic's whole-output envelope): generated test
+    # messages (`testing.messages`) hold one or the other.
+    content_or_calls: bool = False
 
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).

@@ -397,6 +397,9 @@ class StreamParser:
             self._output.release(region)
             self._mode = _CONTENT
             self._answer_expected = bool(self._answer_opener)
+            if self._anchored is not None and self._anchored.table.at_start:  # the content starts here
+                self._mode = ANCHOR
+                self._anchored.choices = self._anchored.table.at_start
         elif found in self._sets.framing:  # `FormatSpec.framing_in_reasoning`: dropped
             pass
         elif self._calls_end_reasoning:
