@@ -83,6 +83,11 @@ def test_malformed_arguments_are_invalid_json_and_the_next_call_stands(args: str
     assert named(message) == [("g", {})]
 
 
+def test_llamadarts_fixture_reads_as_it_does() -> None:
+    message = read(call("get_current_weather", f"{{location:{E}San Francisco, CA{E}}}"))
+    assert named(message) == [("get_current_weather", {"location": "San Francisco, CA"})]
+
+
 def test_the_body_must_start_call_name_brace() -> None:
     # `call NAME{` (accepted by llamadart) is not the wire.
     message = read("<start_function_call>call get_time{}<end_function_call>", tools=TOOLS)
