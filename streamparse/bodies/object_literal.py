@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import jiter
@@ -506,7 +506,7 @@ def _numbers_written(structure: str) -> bool:
     return all(map(_shape_written, set(structure.encode().translate(_SHAPE_OF).split())))
 
 
-@cache
+@lru_cache(maxsize=4096)  # shapes are few in what models write; keys' digits could make more
 def _shape_written(shape: bytes) -> bool:
     if b"0" not in shape and b"1" not in shape:  # no digit: `true`, `false`, a key's letters
         return True
