@@ -198,6 +198,8 @@ def _longest_call_opener(spec: FormatSpec) -> str:
     openers = list(spec.call_openers)
     # Anchored calls (`FormatSpec.anchors`): a lead begun at their trigger character.
     openers += [a.trigger + "call_name(" for a in spec.anchors if a.trigger]
+    if not openers:  # a call anchored only at the start (generic's envelope): how it begins
+        openers.append(spec.render(Message(tool_calls=[ToolCall("call0", "call_name", {}, "")])))
     return max(openers, key=len)
 
 
