@@ -419,8 +419,9 @@ class FormatSpec:
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
 
-        Never for headed messages: the prompt's open header is read as the first message's."""
-        if self.messages is not None:
+        Never for headed messages (the prompt's open header is read as the first message's), nor for a
+        format that ignores `thinking_forced_open` (its prompts never end inside reasoning)."""
+        if self.messages is not None or self.ignores_forced_open:
             return False
         last_open = -1
         closer_after = False

@@ -138,6 +138,7 @@ def test_reasoning_first_and_thinking_forced_open_is_ignored() -> None:
     assert (message.reasoning, message.content) == ("Plan.", "It is 18°C and partly cloudy in Paris.")
     message = read("Plan." + CALL, thinking_forced_open=True)
     assert (message.reasoning, message.content) == ("", "Plan." + CALL)
+    assert not streamparse.thinking_forced_open("<start_of_turn>model\n<think>\n", FMT)  # Decision 21
 
 
 def test_progressive_mode_sends_the_calls_whole_when_the_envelope_is_settled() -> None:
