@@ -38,7 +38,7 @@ from ..grammar_ir import Regex as Pattern
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..schema_typing import resolve_ref
 from ..spec import CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
-from ..strict_json import json_text
+from ..strict_json import ENTRIES_COUNTED, entries, json_text
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 from .argument_layout import in_order
@@ -470,9 +470,9 @@ def _compact(structure: str, strings: list[str]) -> tuple[dict[str, Any], str | 
     """`_as_json` of structure without whitespace (strings as `_STRING`): each bare key's quotes put in
     by replacements at C speed. Every opening quote put in is followed by key characters and the
     closing `":` of its own key, so as many of each means every `:` follows a quoted key. With `, `
-    and `: ` between members, no key written twice (jiter refuses that here; the spaced reading
-    takes it) and every number spelled as `json.dumps` spells it (`_numbers_written`), the text
-    read is the value's `json_text`."""
+    and `: ` between members, no key written twice (the value's entries, `strict_json.entries`, are
+    as many as the text's commas and non-empty containers) and every number spelled as `json.dumps`
+    spells it (`_numbers_written`), the text read is the value's `json_text`."""
     closed = structure.replace(":", '":').replace(_STRING + '":', _STRING + ":")
     keyed = _KEY_AFTER_COMMA.sub(',"', _KEY_AFTER_BRACE.sub('{"', closed))
     if keyed.count('"') != 2 * closed.count('":'):
@@ -481,13 +481,14 @@ def _compact(structure: str, strings: list[str]) -> tuple[dict[str, Any], str | 
         keyed = keyed.replace(":None", ":null").replace(",None", ",null").replace("[None", "[null")
     text = _interleaved(keyed.replace(",", ", ").replace(":", ": ").split(_STRING), strings)
     try:
-        data = text.encode()
-        value = jiter.from_json(data, allow_inf_nan=False, catch_duplicate_keys=True)
-    except (ValueError, UnicodeEncodeError):  # not JSON, a key written twice, a lone surrogate
+        value = jiter.from_json(text.encode(), allow_inf_nan=False)
+    except (ValueError, UnicodeEncodeError):  # not JSON, a lone surrogate
         return None
     if not isinstance(value, dict):
         return None
-    return value, text if _numbers_written(keyed) else None
+    written = keyed.count(",") + keyed.count("{") + keyed.count("[") - keyed.count("{}") - keyed.count("[]")
+    once = ENTRIES_COUNTED and entries(value) == written  # else a key was written twice (its last value kept)
+    return value, text if once and _numbers_written(keyed) else None
 
 
 # `_numbers_written`: a number's shape, its digits told apart only as zero or not.
