@@ -430,7 +430,7 @@ class _Reader:
 _TRAILING_SEPARATOR = re.compile(r",[ \t\r\n]*[}\]]")
 _BARE_DOT = re.compile(r"\.(?![0-9])")
 _STRING = "\x00"
-_KEY_CHARACTERS = r'[^:{}\[\],<\x00"]+'
+_KEY_CHARACTERS = r'[^:{}\[\],<\x00"]++'  # (possessive: the class holds neither `"` nor `:`)
 # Compact structure (`_compact`): where a bare key opens (its closing `"` is already before its `:`).
 _KEY_AFTER_BRACE = re.compile(r"\{(?=" + _KEY_CHARACTERS + '":)')
 _KEY_AFTER_COMMA = re.compile(r",(?=" + _KEY_CHARACTERS + '":)')
