@@ -5,7 +5,8 @@ registered format is covered without format-specific code here. The message is r
 and three calls with nested arguments, one of them carrying a code string (about 20 KB on the wire at
 the 52K size). Its composition is the same at every size (about 35% code string, 20% reasoning, 10%
 content, 35% other arguments and markup), so the growth from one size to the next measures length
-alone; formats without reasoning put those characters in the other parts.
+alone; formats without reasoning (or whose output is calls or content, never both: no content) put
+those characters in the other parts.
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ def _calls(scale: float, untyped: bool, code: str) -> list[ToolCall]:
 
 def _message(spec: FormatSpec, scale: float) -> Message:
     code = code_string(max(1, round(10 * scale))) + "\n" + SENTINEL
-    return Message(
-        content=_content(max(1, round(6 * scale))),
+    return Message(  # (a format whose output is calls or content, never both: calls only)
+        content="" if spec.content_or_calls else _content(max(1, round(6 * scale))),
         reasoning=_reasoning(max(1, round(8 * scale))) if spec.reasoning else "",
         tool_calls=_calls(scale, spec.untyped_values, code),
     )
@@ -197,6 +198,8 @@ def _longest_call_opener(spec: FormatSpec) -> str:
     openers = list(spec.call_openers)
     # Anchored calls (`FormatSpec.anchors`): a lead begun at their trigger character.
     openers += [a.trigger + "call_name(" for a in spec.anchors if a.trigger]
+    if not openers:  # a call anchored only at the start (generic's envelope): how it begins
+        openers.append(spec.render(Message(tool_calls=[ToolCall("call0", "call_name", {}, "")])))
     return max(openers, key=len)
 
 

@@ -46,6 +46,15 @@ INEXPRESSIBLE: dict[str, str] = {
         "content parser reads it (json needs JSON, python-call-list reads calls, xml-inline and kv-lines "
         "are flat), and a regex cannot find the matching '}' of nested objects"
     ),
+    "function_gemma": (
+        "the arguments are an object literal (bare keys, strings between <escape> tokens, None), not JSON: "
+        "no content parser reads it, as for gemma4"
+    ),
+    "generic": (
+        "the whole output is one JSON object whose key chooses what it is (a call list, one call, or the "
+        "answer): a field cannot choose its shape by a key, and the object's closing '}' also occurs "
+        "inside arguments"
+    ),
     "kimi_k3": (
         "each argument's type attribute says how its body is read (string: the text; number, object, ...: "
         "JSON), and xml-inline applies one value_parser to every tag; the json element holding the whole "

@@ -28,7 +28,6 @@ are `ast`'s by construction (a property test draws both).
 from __future__ import annotations
 
 import ast
-import gc
 import math
 import re
 from collections.abc import Iterable
@@ -37,7 +36,7 @@ from typing import Any, NamedTuple
 
 import jiter
 
-from .strict_json import encodable, json_text, overflows, trailing_at
+from .strict_json import ENTRIES_COUNTED, encodable, entries, json_text, overflows, trailing_at
 
 _JSON_NAMES: dict[str, Any] = {"true": True, "false": False, "null": None}
 _NESTED = re.compile(r"""["'()\[\]{}]""")  # inside brackets a comma ends nothing
@@ -514,7 +513,7 @@ def _masks_for(length: int) -> _Lanes:
 
 def _canonical(data: bytes, entries: int) -> bool:
     """Whether `json_text` of the value jiter read from `data` (whose containers hold `entries`
-    entries at every depth, `_entries`) is `data` itself; False where that is not proven here.
+    entries at every depth, `strict_json.entries`) is `data` itself; False where that is not proven here.
 
     Proof, given that jiter read all of `data` to that value:
     - Strings: with `\\\\` and `\\"` taken out, every remaining backslash starts an escape; without
@@ -596,27 +595,6 @@ def _places(data: bytes, part: bytes) -> Iterable[int]:
         at = data.find(part, at + 1)
 
 
-def _entries(value: Any) -> int:
-    """How many entries the containers of `value` hold at every depth (a dict's values, a list's
-    items), counted at C speed: `gc.get_referents` of a list gives its items, of a dict with string
-    keys its values (`_entries_counted` checks that this Python does so), of a string, a number,
-    a bool or None nothing."""
-    level = [value]
-    total = 0
-    while level:
-        level = gc.get_referents(*level)
-        total += len(level)
-    return total
-
-
-def _entries_counted() -> bool:
-    """Whether `_entries` counts as it says on this Python (CPython does), on jiter's containers."""
-    value = jiter.from_json(b'{"a": 1, "b": [2.5, "c", null, {}], "d": {"e": true}}')
-    return gc.get_referents(value, "f", 3, 1.5, True) == [1, [2.5, "c", None, {}], {"e": True}] \
-        and _entries(value) == 8
-
-
-_ENTRIES_COUNTED = _entries_counted()
 # Where `_canonical` is tried: texts from `_PROVEN_FROM` bytes (a shorter one costs little to write)
 # up to `_PROVEN_UP_TO` (the masks kept are five integers of up to twice its length), with an entry
 # in every `_BYTES_PER_ENTRY` bytes or more (`json.dumps` costs by the entry, `_canonical` by the
@@ -627,10 +605,10 @@ _PROVEN_FROM, _PROVEN_UP_TO, _BYTES_PER_ENTRY = 1024, 1 << 18, 16
 def _written_as_read(data: bytes, value: Any) -> bool:
     """Whether `json_text(value)` is `data` itself, proven (`_canonical`) where that costs less than
     writing it."""
-    if not _ENTRIES_COUNTED or not _PROVEN_FROM <= len(data) <= _PROVEN_UP_TO:
+    if not ENTRIES_COUNTED or not _PROVEN_FROM <= len(data) <= _PROVEN_UP_TO:
         return False
-    entries = _entries(value)
-    return len(data) <= _BYTES_PER_ENTRY * entries and _canonical(data, entries)
+    count = entries(value)
+    return len(data) <= _BYTES_PER_ENTRY * count and _canonical(data, count)
 
 
 def _as_json(text: str) -> tuple[Any, str]:

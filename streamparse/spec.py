@@ -187,6 +187,15 @@ class WholeBody(Protocol):
         ...
 
 
+class AnswerBody(Protocol):
+    """A body kind whose envelope may stand for content other than its text (generic's whole-output
+    `{"response": TEXT}`: TEXT decoded), where `parse` finds no call in it."""
+
+    def answer(self, envelope: Envelope) -> str | None:
+        """The content the envelope stands for; None where that is its text, verbatim."""
+        ...
+
+
 @dataclass(frozen=True)
 class EnvelopeSpec:
     """One kind of call envelope: its opening strings, and the body kind that reads what follows."""
@@ -215,7 +224,8 @@ class AnchorSpec:
     `lead` is a regular expression (the `regex` module, matched with `partial=True`) that the
     envelope's text begins with; it is part of the body. Text is held back only while it could
     still become the lead, so keep it bounded (`\\s{0,64}`, not `\\s*`). Where it is tried:
-    - `at_start`: at the start of the output, after whitespace;
+    - `at_start`: at the start of the output, after whitespace, or of the content after a reasoning
+      block there (generic's envelope after `<think>…</think>`);
     - `after`: right after one of these markers (dropped, like `framing`), past whitespace;
     - `trigger`: wherever this character (the lead's first) appears in content; with
       `trigger_next` (a Python `re` pattern, `\\Z` where the text may end there) only where what
@@ -393,8 +403,9 @@ class FormatSpec:
     # Argument values are untyped text (XML formats): generated messages use string values only.
     untyped_values: bool = False
     # A call opener inside unclosed reasoning ends the reasoning there, and the call is a call
-    # (Kimi K2, Apertus: their call tokens are emitted only to call). Otherwise the call text stays
-    # reasoning unless the caller extracts it.
+    # (Kimi K2, Apertus: their call tokens are emitted only to call), as its closer would: the text
+    # before it is reasoning (one exception: `forced_reasoning_needs_closer`). Otherwise the call
+    # text stays reasoning unless the caller extracts it.
     calls_end_reasoning: bool = False
     # ... only in reasoning the prompt opened (`thinking_forced_open`); reasoning the model opened
     # itself keeps the general rule (Ling 3).
@@ -436,7 +447,9 @@ class FormatSpec:
     framing_after_reasoning: tuple[str, str] | None = None
     # With `thinking_forced_open`, the output is reasoning only if it closes the reasoning block: one
     # that never writes the closer is the answer, content (Nemotron v2's template writes a turn
-    # without reasoning as bare text after its `<think>⏎` prompt). The cost: forced-open reasoning is
+    # without reasoning as bare text after its `<think>⏎` prompt). Where `calls_end_reasoning`, a call
+    # opener closes it too, unless only `reasoning_always_open` opened it (no flag, no prompt: Apriel
+    # 1.5 writes its answer, then calls, with no marker). The cost: forced-open reasoning is
     # held back, not streamed, until its closer arrives (or the end makes it content).
     forced_reasoning_needs_closer: bool = False
     # The output always starts inside reasoning, whatever `thinking_forced_open` says: the model
@@ -449,6 +462,9 @@ class FormatSpec:
     # `thinking_forced_open` is ignored: no prompt of the format ends inside reasoning (Solar Open's
     # low-effort prompt writes an empty, closed think message; Decision 22 of the third wave).
     ignores_forced_open: bool = False
+    # A message holds calls or content, never both (generic's whole-output envelope): generated test
+    # messages (`testing.messages`) hold one or the other.
+    content_or_calls: bool = False
 
     def ends_reasoning_at_calls(self, forced: bool) -> bool:
         """Whether a call opener ends unclosed reasoning, the output having started inside it or not."""

@@ -128,6 +128,8 @@ def messages(draw: Any, format: str = "hermes", max_calls: int = 3) -> Message:
     for position in range(draw(st.integers(0, max_calls))):
         args = draw(arguments(format))
         calls.append(ToolCall(f"id{position}", draw(_NAMES), args, ""))
+    if calls and spec.content_or_calls:
+        content = ""
     return Message(content=content, reasoning=reasoning, tool_calls=calls)
 
 

@@ -43,11 +43,31 @@ def test_the_answer_is_held_until_the_marker_shows_what_it_is() -> None:
     assert [(d.reasoning, d.content) for d in deltas] == [("Thinking about it.", ""), ("", "Hi")]
 
 
-def test_a_call_before_any_marker_ends_it_and_the_text_before_was_the_answer() -> None:
+def test_a_call_ends_prompt_opened_reasoning_and_the_text_before_it_is_reasoning() -> None:
+    # Fourth-wave Decision 24 (third-wave 15): the 1.6 prompt opens the reasoning, and the model may
+    # call without answering.
+    prompt = "\n<|begin_assistant|>\nHere are my reasoning steps:\n"
+    for options in ({"thinking_forced_open": True}, {"prompt": prompt}):
+        msg = both_modes("Let me check.\n" + CALLS, **options)
+        assert (msg.reasoning, msg.content) == ("Let me check.", "")
+        # The model's "id" is kept (Decision 23).
+        assert [(c.id, c.name, c.arguments) for c in msg.tool_calls] == [("x1", "f", {"a": 1})]
+        msg = both_modes("Let me check.\n" + CALLS + "\nDone.", **options)
+        assert (msg.reasoning, msg.content, len(msg.tool_calls)) == ("Let me check.", "Done.", 1)
+
+
+def test_without_a_reasoning_prompt_the_text_before_a_call_with_no_marker_is_the_answer() -> None:
+    # Apriel 1.5 (prompt `<|assistant|>⏎`) writes a turn without reasoning as its answer, then the calls.
     msg = both_modes("Let me check.\n" + CALLS)
-    assert (msg.reasoning, msg.content) == ("", "Let me check.")
-    # The model's "id" is kept (Decision 23).
-    assert [(c.id, c.name, c.arguments) for c in msg.tool_calls] == [("x1", "f", {"a": 1})]
+    assert (msg.reasoning, msg.content, len(msg.tool_calls)) == ("", "Let me check.", 1)
+
+
+def test_the_reasoning_held_back_is_sent_as_reasoning_when_a_call_ends_it() -> None:
+    parser = streamparse.StreamParser(FMT, thinking_forced_open=True)
+    assert parser.feed("Let me check.\n") == []
+    deltas = parser.feed(CALLS)
+    assert [d.reasoning for d in deltas if d.reasoning] == ["Let me check."]
+    assert not any(d.content for d in deltas)
 
 
 def test_the_1_6_prefill_is_prompt_text_and_is_dropped_when_repeated() -> None:

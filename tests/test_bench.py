@@ -11,6 +11,7 @@ import json
 import math
 
 import pytest
+import regex  # type: ignore[import-untyped]
 from conftest import FORMAT_NAMES
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -225,7 +226,7 @@ def test_held_back_never_exceeds_the_longest_delimiter_plus_the_pending_whitespa
 def assert_held_back_within_bound(fmt: str, text: str, outside: list[bool], chunks: list[str], emit: str) -> None:
     """Feed `chunks` of `text`; after each, the parser holds back no more than `held_back_bound`."""
     spec = get_format(fmt)
-    longest = max(map(len, spec.delimiters))
+    longest = max(map(len, [*spec.delimiters, *_start_leads(spec, text)]))
     markers = frozenset(at for delimiter in spec.delimiters for start in _occurrences(text, delimiter)
                         for at in range(start, start + len(delimiter)))
     parser = streamparse.StreamParser(fmt, emit_calls=emit)
@@ -241,6 +242,22 @@ def assert_held_back_within_bound(fmt: str, text: str, outside: list[bool], chun
         bound = held_back_bound(text, outside, fed, longest, markers)
         assert parser.held_back <= bound, f"held {parser.held_back} > {bound} after {text[:fed]!r}"
     parser.close()
+
+
+def _start_leads(spec: FormatSpec, text: str) -> list[str]:
+    """What an anchor tried at the start of the content (`AnchorSpec.at_start`: at the start of the
+    output, or after the reasoning) holds back while it reads its lead (generic's `{"tool_calls"`)."""
+    starts = [len(text) - len(text.lstrip())]
+    starts += [at + len(closer) for _, closer in spec.reasoning for at in _occurrences(text, closer)]
+    leads = []
+    for anchor in spec.anchors:
+        if anchor.at_start:
+            lead = regex.compile(anchor.lead)
+            for start in starts:
+                found = lead.match(text, start + len(text[start:]) - len(text[start:].lstrip()), partial=True)
+                if found is not None:
+                    leads.append(found.group())
+    return leads
 
 
 def test_a_phi4_mini_list_right_after_a_word_is_content_whose_whitespace_is_pending() -> None:

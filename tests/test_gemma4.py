@@ -96,6 +96,11 @@ def test_framing_of_channels_and_turn_ends() -> None:
     assert (message.reasoning, message.content) == ("plan", "Hi. there")
     # A second opener right after the first is framing.
     assert read("<|channel>thought\n<|channel>thought\nplan<channel|>Hi.").reasoning == "plan"
+    # ... also when it comes before the channel name (fourth-wave Decision 24, llama.cpp test 3093).
+    message = read("<|channel><|channel>thought\n<channel|>Hello")
+    assert (message.reasoning, message.content) == ("", "Hello")
+    message = read("<|channel><|channel>thought\nplan<channel|>Hello")
+    assert (message.reasoning, message.content) == ("plan", "Hello")
     # Any other later <|channel> block is content (its closer is framing, as a stray one is).
     assert read("Hi <|channel>thought\nx<channel|>").content == "Hi <|channel>thought\nx"
     message = read(call("f", "{}") + "Done.<|tool_response>")
@@ -131,24 +136,73 @@ def test_render_writes_what_the_template_writes() -> None:
 
 
 def test_the_fast_reader_reads_as_the_grammar_does() -> None:
+    """The reader (`_Reader`: JSON respelled and read at C speed, else a walk of the grammar's
+    terminals) gives the grammar's values, types and all, and the JSON text it hands over is the
+    value's `json_text`."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
     from parsimonious.exceptions import ParseError
 
     from streamparse.bodies.object_literal import _VISITOR, _Reader
     from streamparse.grammar import load_grammar
+    from streamparse.strict_json import json_text
 
     pieces = st.sampled_from(["{", "}", "[", "]", ",", ":", " ", "a", "k y", Q, "1", "-0.5", "1e3", "2.",
-                              "true", "None", "nul", "x<", "\n"])
+                              "true", "None", "nul", "x<", "\n", '"', "\\", "NaN", "Infinity", "-0", "0.0",
+                              "1.50", "0.00001", "0.0001", "12345678901234567", "None:", "b.c", "\x00", "\x0c",
+                              "é", "\ud800", "a:1", ",a:2", "{a:", "x1.5"])
 
-    @settings(max_examples=400, deadline=None)
-    @given(st.lists(pieces, max_size=14))
+    @settings(max_examples=600, deadline=None)
+    @given(st.lists(pieces, max_size=16))
     def check(parts: list[str]) -> None:
         body = "call:f{" + "".join(parts)
         try:
             expected = _VISITOR.visit(load_grammar(FMT).parse(body))
         except (ParseError, RecursionError):
             expected = None
-        assert _Reader(FMT).call(body) == expected
+        read = _Reader(FMT).call(body)
+        assert repr(read[:2] if read is not None else None) == repr(expected)
+        if read is not None and read[2] is not None:
+            assert read[2] == json_text(read[1])
+
+    check()
+
+
+def test_the_fast_reader_reads_well_formed_literals_as_the_grammar_does() -> None:
+    """Object literals as a template or a model writes them (numbers in every spelling, keys written
+    twice, whitespace or none), where the JSON respelling is taken."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from streamparse.bodies.object_literal import _VISITOR, _Reader
+    from streamparse.grammar import load_grammar
+    from streamparse.strict_json import json_text
+
+    numbers = st.sampled_from(["0", "-0", "7", "-12", "0.0", "-0.0", "1.5", "2.50", "0.0001", "0.00001", "1e-05",
+                               "1E5", "108.", "123456789012345.0", "1234567890123456.0", "0.1234567890123456",
+                               "3.0", "10.25"])
+    words = st.sampled_from(["true", "false", "null", "None"])
+    strings = st.text(st.characters(codec="utf-8"), max_size=6).map(lambda text: f"{Q}{text}{Q}")
+    keys = st.sampled_from(["a", "b", "k y", "None", "x1.5", "é", f"{Q}q{Q}", f"{Q}a{Q}"])
+    space = st.sampled_from(["", "", "", " ", "\n"])
+    values = st.recursive(
+        numbers | words | strings,
+        lambda inner: st.lists(st.tuples(keys, inner, space), max_size=4).map(
+            lambda pairs: "{" + ",".join(f"{k}{w}:{v}" for k, v, w in pairs) + "}")
+        | st.lists(inner, max_size=4).map(lambda items: "[" + ",".join(items) + "]"),
+        max_leaves=12)
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.tuples(keys, values), max_size=5))
+    def check(pairs: list[tuple[str, str]]) -> None:
+        body = "call:f{" + ",".join(f"{k}:{v}" for k, v in pairs) + "}"
+        try:
+            expected = _VISITOR.visit(load_grammar(FMT).parse(body))
+        except Exception:
+            expected = None
+        read = _Reader(FMT).call(body)
+        assert repr(read[:2] if read is not None else None) == repr(expected)
+        if read is not None and read[2] is not None:
+            assert read[2] == json_text(read[1])
 
     check()

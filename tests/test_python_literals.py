@@ -21,7 +21,6 @@ from streamparse.python_literals import (
     _as_json_names,
     _ast_literal,
     _canonical,
-    _entries,
     _json_name,
     _json_value_end,
     _marked_in_a_string,
@@ -33,7 +32,7 @@ from streamparse.python_literals import (
     read_argument,
     value_end,
 )
-from streamparse.strict_json import json_text
+from streamparse.strict_json import ENTRIES_COUNTED, entries, json_text
 
 # `ast` warns of an invalid escape (`'\s'`) in a drawn string while it reads it, in both readers alike.
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning"),
@@ -458,7 +457,7 @@ def proof_holds(text: str) -> None:
     """Wherever `_canonical` takes `text`, `json_text` of jiter's reading writes it back as it is."""
     data = text.encode()
     value = _as_jiter_reads(data)
-    if isinstance(value, (dict, list)) and _canonical(data, _entries(value)):
+    if isinstance(value, (dict, list)) and _canonical(data, entries(value)):
         assert json_text(value) == text
 
 
@@ -521,7 +520,7 @@ def test_what_json_dumps_writes_is_proven(text: str) -> None:
     data = text.encode()
     value = jiter.from_json(data)
     assert json_text(value) == text
-    assert _canonical(data, _entries(value))
+    assert _canonical(data, entries(value))
 
 
 @pytest.mark.parametrize("text", [
@@ -534,7 +533,7 @@ def test_a_spelling_json_dumps_does_not_write_is_left_to_json_text(text: str) ->
     data = text.encode()
     value = jiter.from_json(data)
     assert json_text(value) != text
-    assert not _canonical(data, _entries(value))
+    assert not _canonical(data, entries(value))
 
 
 @pytest.mark.parametrize("text", [
@@ -548,13 +547,13 @@ def test_what_json_dumps_writes_but_the_proof_leaves(text: str) -> None:
     data = text.encode()
     value = jiter.from_json(data)
     assert json_text(value) == text
-    assert not _canonical(data, _entries(value))
+    assert not _canonical(data, entries(value))
 
 
 def test_entries_are_counted_in_every_container_at_every_depth() -> None:
-    assert python_literals._ENTRIES_COUNTED
-    assert _entries(jiter.from_json(b'{"a": [1, {"b": [], "c": "d"}], "e": {}, "f": [[null]]}')) == 9
-    assert _entries([]) == 0
+    assert ENTRIES_COUNTED
+    assert entries(jiter.from_json(b'{"a": [1, {"b": [], "c": "d"}], "e": {}, "f": [[null]]}')) == 9
+    assert entries([]) == 0
 
 
 def test_a_long_text_written_as_json_dumps_writes_it_is_not_written_again() -> None:

@@ -24,6 +24,12 @@ Call-object rules, for every format of this kind:
   an id key is the id, as its JSON text (`7` → `"7"`); any other non-string id is no id.
 - `named_by_key`: a call object is `{"NAME": {arguments}}` (Apertus): exactly one member, whose key
   names the tool; anything else is `invalid_json` for that element.
+- `one_key`: the body is one JSON object whose only member's key says what its value is (llama.cpp's
+  generic envelope, `OneKeyEnvelope`): a list of calls (`[]`: no call), one call object, or the
+  answer, which is content (`answer`: a string decoded, any other value as its JSON text). An
+  object with other keys, or with two of them, is no envelope: `parse` returns no result (an
+  anchored envelope is then content, verbatim). Cut off inside the calls, the unfinished one is
+  `truncated`; inside the answer's string, the answer is the text decoded so far.
 - `call_list`: the body is a JSON list of call objects (a bare call object is a list of one),
   read element by element, each element a call or a rejection on its own. The calls before a
   broken or cut-off element are kept and the rest of the list is one rejection (`truncated` when
@@ -37,7 +43,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
@@ -67,7 +73,16 @@ from ..scanning import (
     marks_of,
 )
 from ..spec import ArgumentsFragment, CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
-from ..strict_json import DECODER, decode_exact, overflows, space_back, strict_loads, strict_value, value_end
+from ..strict_json import (
+    DECODER,
+    LENIENT_DECODER,
+    decode_exact,
+    overflows,
+    space_back,
+    strict_loads,
+    strict_value,
+    value_end,
+)
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -190,6 +205,25 @@ def _json_error(body: str, start: int) -> str:
     return "not valid JSON"
 
 
+class OneKeyEnvelope(NamedTuple):
+    """The keys of a JSON object that holds one member saying what the output is (`JsonCall.one_key`)."""
+
+    calls: str  # a list of call objects (llama.cpp: "tool_calls")
+    call: str  # one call object ("tool_call")
+    answer: str  # the answer: content ("response")
+
+    @property
+    def head(self) -> re.Pattern[str]:
+        """`{`, one of the keys and `:`, JSON whitespace around them: where the value starts."""
+        return _one_key_head(self)
+
+
+@lru_cache(maxsize=8)
+def _one_key_head(keys: OneKeyEnvelope) -> re.Pattern[str]:
+    names = "|".join(re.escape(json.dumps(key)) for key in keys)
+    return re.compile(rf"\{{[ \t\n\r]*({names})[ \t\n\r]*:[ \t\n\r]*")
+
+
 @dataclass(frozen=True)
 class JsonCall:
     """The `json_call` body kind: one call object, or a list of them, ended by a closer outside
@@ -220,6 +254,8 @@ class JsonCall:
     # Where no closer ends the value (`end_at_value`): what usually follows it, the next call's opener
     # (`JsonAwareScanner`'s `ends_before`: where its strict read is tried up to first).
     ends_before: tuple[str, ...] = ()
+    # The body is one JSON object whose only key says what it holds (see the module's rules).
+    one_key: OneKeyEnvelope | None = None
 
     @property
     def value_reader(self) -> ValueReader:
@@ -268,6 +304,8 @@ class JsonCall:
             # Its brackets never balanced, but the JSON was invalid before the output ended: not a cut.
             envelope = replace(envelope, complete=True)
             complete = True
+        if self.one_key is not None:
+            return self._read_one_key(self.one_key, body, complete, start, read)
         if self.separated:
             return self._read_separated(body, complete, start, envelope.decoded)
         if self.call_list:
@@ -301,6 +339,91 @@ class JsonCall:
         if not self.id_keys:  # no id to read (`call_of` would find none)
             return call_from_members(members, self.name_keys, self.argument_keys)
         return call_of(members, self.id_keys, self.name_keys, self.argument_keys, self.numeric_ids)
+
+    def _read_one_key(self, keys: OneKeyEnvelope, body: str, complete: bool, start: int,
+                      read: Read | None) -> list[CallResult]:
+        """`one_key`: the calls of the object's one member, by its key; none for the answer (content:
+        `answer`), an empty call list, or an object that is no such envelope (content, verbatim)."""
+        found = members_at(body, start, start, read)
+        if found is not None:  # strict JSON, each key once
+            if len(found[0]) != 1 or found[0][0][0] not in keys:
+                return []
+            key, value, raw = found[0][0]
+            if key == keys.answer or value == []:
+                return []
+            return self._one_key_calls(keys, key, raw, True)
+        head = keys.head.match(body, start)
+        if head is None or head.group(1) == json.dumps(keys.answer):
+            return []
+        key = json.loads(head.group(1))
+        try:
+            end: int | None = value_end(body, head.end(), len(body))
+        except ValueError:  # not JSON, or cut off: the calls' reading says where
+            end = None
+        if end is not None:
+            after = _skip_space(body, end)
+            if body.startswith(",", after):  # another member: no such envelope
+                return []
+            if body[after:].strip(_JSON_SPACE) not in ("}", ""):
+                return [Rejection(INVALID_JSON, [f"text after the {key!r} value: {body[after:after + 20]!r}"])]
+            return self._one_key_calls(keys, key, body[head.end():end], complete or body[after:].strip() == "}")
+        value = body[head.end():].rstrip(_JSON_SPACE)
+        return self._one_key_calls(keys, key, value[:-1] if complete and value.endswith("}") else value, complete)
+
+    def _one_key_calls(self, keys: OneKeyEnvelope, key: str, value: str, complete: bool) -> list[CallResult]:
+        """The calls of the value of `key`: a list of call objects, or one."""
+        if not value.strip(_JSON_SPACE):
+            return [Rejection(TRUNCATED if not complete else INVALID_JSON, [f"no value after {key!r}"])]
+        if key == keys.calls:
+            if not value.startswith("["):
+                return [Rejection(INVALID_JSON, [f"$.{key}: the calls must be a JSON list"])]
+            return self._read_list(value, complete, 0, None)
+        found = object_members(value, 0)
+        if found is not None and not value[found[1]:].strip(_JSON_SPACE):
+            return [self.call(found[0])]
+        if not complete:
+            return [Rejection(TRUNCATED, [f"$.{key}: the output ended inside the call"])]
+        if not value.startswith("{"):
+            return [Rejection(INVALID_JSON, [f"$.{key}: a call must be a JSON object"])]
+        return [Rejection(INVALID_JSON, [f"$.{key}: {_json_error(value, 0)}"])]
+
+    def answer(self, envelope: Envelope) -> str | None:
+        """The content an envelope that holds no call stands for, where it is not its text verbatim
+        (`one_key`): the answer's string decoded, its other values as their JSON text, as written;
+        nothing for an empty call list. Cut off inside the answer's string: the text decoded so far."""
+        keys = self.one_key
+        if keys is None:
+            return None
+        body = envelope.body
+        start = _skip_space(body, 0)
+        found = members_at(body, start, start, decoded_at(envelope.decoded, body, start))
+        if found is not None:
+            if len(found[0]) != 1:
+                return None
+            key, value, raw = found[0][0]
+            if key == keys.answer:
+                return value if isinstance(value, str) else raw
+            return "" if key == keys.calls and value == [] else None
+        head = keys.head.match(body, start)
+        if head is None or head.group(1) != json.dumps(keys.answer):
+            return None
+        at = head.end()
+        try:
+            end = value_end(body, at, len(body))
+        except ValueError:  # not JSON, or cut off
+            if envelope.complete:
+                return None
+            return _string_so_far(body[at + 1:]) if body.startswith('"', at) else body[at:]
+        rest = body[_skip_space(body, end):].strip(_JSON_SPACE)
+        if rest not in ("}", "") or (rest == "" and envelope.complete):
+            return None
+        if not body.startswith('"', at):
+            return body[at:end]
+        try:
+            text = LENIENT_DECODER.decode(body[at:end])
+        except ValueError:
+            return None
+        return text if isinstance(text, str) else None
 
     def _read_separated(self, body: str, complete: bool, start: int, decoded: Decoded | None) -> list[CallResult]:
         """Call objects one after another, whitespace between them. Cost: each object is decoded here
@@ -427,6 +550,15 @@ class JsonCall:
         """A lone call object; for `call_list`, a JSON list of one (or, `many`, one or more); for
         `separated`, objects one a line; then the first closer, when the envelope has one."""
         body: grammar_ir.Node = calls
+        if self.one_key is not None:  # `{"tool_calls": [CALL, …]}` or `{"tool_call": CALL}`
+            keys = self.one_key
+
+            def member(key: str, value: grammar_ir.Node) -> grammar_ir.Node:
+                return seq(Lit("{"), SPACE, Lit(json.dumps(key)), SPACE, Lit(":"), SPACE, value, SPACE, Lit("}"))
+
+            listed = seq(Lit("["), SPACE, Repeat(calls, 1, None if many else 1, seq(SPACE, Lit(","), SPACE)), SPACE,
+                         Lit("]"))
+            return alt(member(keys.calls, listed), member(keys.call, calls))
         if self.call_list:
             items = Repeat(calls, 1, None if many else 1, seq(SPACE, Lit(","), SPACE))
             body = alt(seq(Lit("["), SPACE, items, SPACE, Lit("]")), calls)  # a bare object is a list of one
@@ -435,7 +567,7 @@ class JsonCall:
         return seq(SPACE, body, SPACE, Lit(self.closers[0])) if self.closers else body
 
     def calls_per_envelope(self) -> int | None:
-        return None if self.call_list or self.separated else 1
+        return None if self.call_list or self.separated or self.one_key is not None else 1
 
 
 _SPACE_RUN = re.compile(r"[ \t\n\r]*")
@@ -445,6 +577,22 @@ _NEXT_OBJECT = re.compile(r"\n[ \t\r]*\{")  # a `{` that starts a line: where a 
 def _skip_space(text: str, pos: int) -> int:
     """Where the JSON whitespace from `pos` ends (without copying the text)."""
     return _SPACE_RUN.match(text, pos).end()  # type: ignore[union-attr]
+
+
+_UNFINISHED_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*(\\(?:u[0-9a-fA-F]{0,3})?)$")
+
+
+def _string_so_far(text: str) -> str | None:
+    """A JSON string's text cut off by the end of the output (no closing quote), decoded as far as
+    it goes: an escape the end cut in two is left out. None where it is not a string's text."""
+    unfinished = _UNFINISHED_ESCAPE.search(text)
+    if unfinished is not None:
+        text = text[:unfinished.start(1)]
+    try:
+        value = LENIENT_DECODER.decode(f'"{text}"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 # What `call_objects` read in a body's top-level value: offset from its start → (members, end offset).

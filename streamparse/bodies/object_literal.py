@@ -9,16 +9,24 @@ The grammar reads the body once; its visitor turns the rules into values: `strin
 the schema. In progressive mode a call starts (id and name) when its header is read; its arguments
 are sent whole when it closes: a repeated key keeps its last value (Decision 3), so a later member
 may change any text already sent (as for glm45's `repeated_key_last_wins`).
+
+Cost: the scanner skips strings and the text between them in one match per chunk (C speed). A body
+is read by `_Reader`: respelled as JSON and read by jiter or Python's decoder where that reads it as
+the grammar does (`_as_json`: as the templates write it, its JSON text is then the arguments'
+`json_text`), else walked with the grammar's terminals; the grammar's tree is built only to say
+where a body that is not a call goes wrong.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
+import jiter
 import regex  # type: ignore[import-untyped]
 from parsimonious.exceptions import ParseError
 from parsimonious.nodes import Node, NodeVisitor
@@ -30,7 +38,7 @@ from ..grammar_ir import Regex as Pattern
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..schema_typing import resolve_ref
 from ..spec import CallResult, CallStart, Envelope, ParsedCall, Rejection, StreamEvent, empty_body
-from ..strict_json import json_text
+from ..strict_json import ENTRIES_COUNTED, entries, json_text
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 from .argument_layout import in_order
@@ -65,13 +73,37 @@ class ObjectLiteral:
         body = envelope.body
         try:
             read = _reader(self.grammar).call(body)
-            name, arguments = read if read is not None else _VISITOR.visit(load_grammar(self.grammar).parse(body))
+            name, arguments, written = read if read is not None else (
+                *_VISITOR.visit(load_grammar(self.grammar).parse(body)), None)
         except ParseError as error:
             pos = error.pos
             return [Rejection(INVALID_JSON, [f"unexpected text at character {pos}: {body[pos:pos + 30]!r}"])]
         if not name:
             return [Rejection(INVALID_JSON, [f"{self.call_tag} has no function name"])]
-        return [ParsedCall(name, arguments, json_text(arguments))]
+        return [ParsedCall(name, arguments, written if written is not None else json_text(arguments))]
+
+    def write_call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """A call's body as the template writes it: `call:NAME{…}` (the envelope's tags around it)."""
+        return f"call:{name}{self.write(dict(arguments))}"
+
+    def write(self, value: Any) -> str:
+        """`value` as the template's `format_argument` writes it: keys sorted (`dictsort`), bare where
+        the grammar reads them bare, strings between two quote tokens, raw; `true`/`false`, `None`,
+        numbers as Python prints them."""
+        if isinstance(value, str):
+            return f"{self.quote}{value}{self.quote}"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if value is None:
+            return "None"
+        if isinstance(value, dict):
+            return "{" + ",".join(f"{self._key(k)}:{self.write(v)}" for k, v in sorted(value.items())) + "}"
+        if isinstance(value, list):
+            return "[" + ",".join(map(self.write, value)) + "]"
+        return repr(value)
+
+    def _key(self, key: str) -> str:
+        return key if _BARE.fullmatch(key) else f"{self.quote}{key}{self.quote}"
 
     # ------------------------------------------------------------- the layout (grammar_ir.CallLayout)
 
@@ -230,24 +262,52 @@ def _joined(parts: list[GrammarNode]) -> list[GrammarNode]:
 
 class QuoteAwareScanner:
     """Ends a body at its closer outside a string, or before a stop outside a string; a string runs
-    from one quote token to the next."""
+    from one quote token to the next.
+
+    Cost: text outside strings and every string closed within the chunk are skipped by one match of
+    `_run` (C speed, whatever the number of strings); the loop turns only at a delimiter, at a string
+    the chunk leaves open, and once per chunk that ends inside a string (`str.find` of the quote)."""
 
     def __init__(self, closer: str, stops: tuple[str, ...], quote: str) -> None:
         self._closer, self._quote = closer, quote
         self._delimiters = delimiters_of((closer, *stops, quote))
+        self._run = _outside_strings(quote, self._delimiters.strings)
         self._in_string = False
 
     def scan(self, text: str, pos: int) -> ScanResult:
+        start = pos
         while True:
-            match = self._delimiters.search(text, pos)
-            if match is None:
-                return ScanResult(max(self._delimiters.held_from(text), pos))
-            found = match.group()
-            if found == self._quote:
-                self._in_string = not self._in_string
-            elif not self._in_string:
-                return ScanResult(match.start(), match.end() if found == self._closer else match.start())
-            pos = match.end()
+            if self._in_string:
+                end = text.find(self._quote, pos)
+                if end < 0:
+                    return ScanResult(max(self._delimiters.held_from(text), start))
+                self._in_string = False
+                pos = end + len(self._quote)
+            pos = self._run.match(text, pos).end()  # type: ignore[union-attr]
+            found = self._delimiters.starting(text, pos)
+            if found is None:  # the end of the text, where a delimiter may be starting: held back (outside
+                # any string: `_outside_strings` checks that no quote's tail starts a delimiter)
+                return ScanResult(max(self._delimiters.held_from(text), start))
+            if found == self._quote:  # a string this text does not close
+                self._in_string = True
+                pos += len(found)
+            else:
+                return ScanResult(pos, pos + len(found) if found == self._closer else pos)
+
+
+@cache
+def _outside_strings(quote: str, delimiters: tuple[str, ...]) -> re.Pattern[str]:
+    """Text that holds no delimiter outside strings, with the strings in it that close: what
+    `QuoteAwareScanner` skips. It stops at a delimiter, at a quote whose string does not close, or
+    at the end. (Possessive: each text matches one way, and no backtracking state is kept.)"""
+    if any(d.startswith(quote[i:]) for d in delimiters for i in range(1, len(quote))):
+        raise ValueError(f"a delimiter starts with the end of the quote token {quote!r}: held back after a "
+                         "string, it would be read again as outside it")
+    firsts = "".join(sorted({re.escape(d[0]) for d in delimiters}))
+    q, q0 = re.escape(quote), re.escape(quote[0])
+    any_delimiter = "|".join(map(re.escape, delimiters))
+    string = rf"{q}(?:[^{q0}]++|(?!{q}){q0})*+{q}"
+    return re.compile(rf"(?:[^{firsts}]++|{string}|(?!{any_delimiter})[{firsts}])*+")
 
 
 class HeaderStreamer:
@@ -287,15 +347,21 @@ class _Reader:
             _as_re(rules[name].re) for name in ("header", "ws", "bare_key", "text", "number", "word"))
         self.quote: str = rules["quote"].literal
 
-    def call(self, body: str) -> tuple[str, dict[str, Any]] | None:
+    def call(self, body: str) -> tuple[str, dict[str, Any], str | None] | None:
+        """The call's name, its arguments and their `json_text` where that is the text they were
+        read from (else None); None where the body does not read as the grammar's `call`."""
         head = self.header.match(body)
         if head is None or not body.startswith("{", head.end()):
             return None
+        name = head.group("name").strip()
+        found = _as_json(body, head.end(), self.quote)
+        if found is not None:
+            return name, *found
         try:
             arguments, pos = self._object(body, head.end())
         except _Fail:
             return None
-        return (head.group("name").strip(), arguments) if self.ws.match(body, pos).end() == len(body) else None
+        return (name, arguments, None) if self.ws.match(body, pos).end() == len(body) else None
 
     def _skip(self, body: str, pos: int) -> int:
         return int(self.ws.match(body, pos).end())
@@ -357,6 +423,135 @@ class _Reader:
         if word is None:
             raise _Fail
         return _WORDS[word.group()], word.end()
+
+
+# `_as_json`: structure JSON reads differently from the grammar (a trailing `,`, a number ending in
+# `.`), and the place holder of the strings.
+_TRAILING_SEPARATOR = re.compile(r",[ \t\r\n]*[}\]]")
+_BARE_DOT = re.compile(r"\.(?![0-9])")
+_STRING = "\x00"
+_KEY_CHARACTERS = r'[^:{}\[\],<\x00"]++'  # (possessive: the class holds neither `"` nor `:`)
+# Compact structure (`_compact`): where a bare key opens (its closing `"` is already before its `:`).
+_KEY_AFTER_BRACE = re.compile(r"\{(?=" + _KEY_CHARACTERS + '":)')
+_KEY_AFTER_COMMA = re.compile(r",(?=" + _KEY_CHARACTERS + '":)')
+# Spaced structure (`_spaced`): a bare key (after `{` or `,` and whitespace, before `:`, trimmed as
+# the grammar's `bare_key` is), split off with what leads to it.
+_BARE_KEY = re.compile(r"([{,][ \t\r\n]*+)([^:{}\[\],<\s\x00](?:[^:{}\[\],<\x00]*[^:{}\[\],<\s\x00])?)(?=[ \t\r\n]*:)")
+
+
+def _as_json(body: str, pos: int, quote: str) -> tuple[dict[str, Any], str | None] | None:
+    """The object literal `body[pos:]` (to the end, whitespace after it) respelled as JSON and read
+    at C speed, where that reads it as the grammar does, with the value's `json_text` where that is
+    the text read; None where it may not (the walk reads it then). Strings (raw text between quote
+    tokens) and bare keys become JSON strings, `None` `null`; structure JSON would read otherwise
+    (`"`, `\\`, NaN, Infinity, a trailing `,`, `2.`) is left to the walk, and so is anything JSON
+    refuses.
+
+    Cost: a few passes at C speed over the text and one C call per string to encode it, where the
+    walk costs several Python calls per value; written as the templates write it (no whitespace
+    between tokens), the keys are quoted by two substitutions rather than one by one."""
+    parts = body[pos:].split(quote)
+    if len(parts) % 2 == 0 or _STRING in body:  # a string that does not close, or the place holder in the text
+        return None
+    structure = _STRING.join(parts[0::2]).rstrip(" \t\r\n")
+    if '"' in structure or "\\" in structure or "NaN" in structure or "Infinity" in structure \
+            or _TRAILING_SEPARATOR.search(structure) is not None or _BARE_DOT.search(structure) is not None:
+        return None
+    strings = list(map(_encode_string, parts[1::2]))
+    if len(structure.split(None, 1)) == 1:  # no whitespace
+        found = _compact(structure, strings)
+        if found is not None:
+            return found
+    value = _spaced(structure, strings)
+    return (value, None) if value is not None else None
+
+
+def _compact(structure: str, strings: list[str]) -> tuple[dict[str, Any], str | None] | None:
+    """`_as_json` of structure without whitespace (strings as `_STRING`): each bare key's quotes put in
+    by replacements at C speed. Every opening quote put in is followed by key characters and the
+    closing `":` of its own key, so as many of each means every `:` follows a quoted key. With `, `
+    and `: ` between members, no key written twice (the value's entries, `strict_json.entries`, are
+    as many as the text's commas and non-empty containers) and every number spelled as `json.dumps`
+    spells it (`_numbers_written`), the text read is the value's `json_text`."""
+    closed = structure.replace(":", '":').replace(_STRING + '":', _STRING + ":")
+    keyed = _KEY_AFTER_COMMA.sub(',"', _KEY_AFTER_BRACE.sub('{"', closed))
+    if keyed.count('"') != 2 * closed.count('":'):
+        return None
+    if "None" in keyed:  # values only: a key's `None` follows its quote
+        keyed = keyed.replace(":None", ":null").replace(",None", ",null").replace("[None", "[null")
+    text = _interleaved(keyed.replace(",", ", ").replace(":", ": ").split(_STRING), strings)
+    try:
+        value = jiter.from_json(text.encode(), allow_inf_nan=False)
+    except (ValueError, UnicodeEncodeError):  # not JSON, a lone surrogate
+        return None
+    if not isinstance(value, dict):
+        return None
+    written = keyed.count(",") + keyed.count("{") + keyed.count("[") - keyed.count("{}") - keyed.count("[]")
+    once = ENTRIES_COUNTED and entries(value) == written  # else a key was written twice (its last value kept)
+    return value, text if once and _numbers_written(keyed) else None
+
+
+# `_numbers_written`: a number's shape, its digits told apart only as zero or not.
+_SHAPE_OF = bytes(ord("0") if b == ord("0") else ord("1") if b in b"123456789" else b if b in b"-+.eE" else ord(" ")
+                  for b in range(256))
+_SHAPE = re.compile(r"(-?)(0|1[01]*)(?:\.([01]+))?")
+
+
+def _numbers_written(structure: str) -> bool:
+    """Whether every number in JSON `structure` (its strings taken out) is spelled as `json.dumps`
+    spells its value. Told from the numbers' shapes (`_SHAPE_OF`: few, however many numbers): an
+    integer but `-0`; a float without exponent, whose digits but leading zeros are at most 15 (so
+    no shorter spelling reads as the same double) and whose fraction is `0` or ends in a non-zero
+    digit, at most 15 digits before the point and at most three zeros after `0.` (`repr` writes
+    smaller and larger values with an exponent). Shapes from keys' characters may only say no."""
+    return all(map(_shape_written, set(structure.encode().translate(_SHAPE_OF).split())))
+
+
+@lru_cache(maxsize=4096)  # shapes are few in what models write; keys' digits could make more
+def _shape_written(shape: bytes) -> bool:
+    if b"0" not in shape and b"1" not in shape:  # no digit: `true`, `false`, a key's letters
+        return True
+    match = _SHAPE.fullmatch(shape.decode())
+    if match is None:
+        return False
+    sign, whole, fraction = match.groups()
+    if fraction is None:
+        return whole != "0" or not sign
+    if len(whole) > 15 or not (fraction == "0" or fraction.endswith("1")):
+        return False
+    if whole == "0" and fraction != "0" and len(fraction) - len(fraction.lstrip("0")) > 3:
+        return False
+    return len((whole + fraction).lstrip("0")) <= 15
+
+
+def _spaced(structure: str, strings: list[str]) -> dict[str, Any] | None:
+    """`_as_json` of structure with whitespace: bare keys split off by a pattern and quoted one by one."""
+    pieces = _BARE_KEY.split(structure)  # structure, lead, bare key, structure, …
+    joined = "\x01".join(pieces[0::3])
+    if "None" in joined:
+        pieces[0::3] = joined.replace("None", "null").split("\x01")
+    pieces[2::3] = map(_encode_string, pieces[2::3])
+    try:
+        value = _LITERAL_DECODER.decode(_interleaved("".join(pieces).split(_STRING), strings))
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _interleaved(outside: list[str], strings: list[str]) -> str:
+    """The text between the strings and the strings, in turn."""
+    text = [""] * (2 * len(outside) - 1)
+    text[0::2] = outside
+    text[1::2] = strings
+    return "".join(text)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not an object-literal value")
+
+
+_LITERAL_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 @cache

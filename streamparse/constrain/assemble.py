@@ -310,7 +310,7 @@ def _anchored(spec: FormatSpec, tools: Tools, choice: Choice, reasoning: Node) -
         between = seq(FRAMING_SPACE, optional(Regex(anchor.separator)), FRAMING_SPACE) if anchor.separator \
             else FRAMING_SPACE
         body = kind.body_grammar(calls, choice.most is None and kind.calls_per_envelope() is None)
-        run = Repeat(body, 1, choice.most, between)
+        run = Repeat(body, 1, 1 if anchor.must_end_output else choice.most, between)  # (one envelope ends the output)
         if anchor.at_start:  # no whitespace first: llguidance cannot begin a lexeme-free way with it
             ways.append(run)
         if anchor.after:

@@ -11,7 +11,8 @@ An anchored envelope that ends is settled only once what follows decides it: whi
 declared separator and framing markers after it belong to its raw text; another envelope of the
 same anchor may follow (`separator` declared); with `must_end_output`, any other text makes the
 whole envelope content; a body kind that finds no call in it (`parse` returns `[]`) makes it
-content too. Calls that may still become content are sent whole when they settle, in both emit
+content too: its text, or the answer the kind reads in it (`spec.AnswerBody`: generic's
+`{"response": …}` is the response). Calls that may still become content are sent whole when they settle, in both emit
 modes, so progressive mode never takes back a call it started.
 
 Cost: a lead is matched once per candidate position, and re-matched only on the held-back text
@@ -216,7 +217,10 @@ class Anchors:
     def _settle(self, parser: ParserState, envelope: OpenEnvelope, finished: Envelope, revert: bool = False) -> bool:
         results = [] if revert else self._results(parser, envelope, finished)
         if not results:
-            parser._output.emit_text(parser._output.content, finished.raw)
+            # The content it stands for where its kind says (`spec.AnswerBody`: generic's answer), else its text.
+            answer = getattr(envelope.spec.body, "answer", None)
+            text = answer(finished) if answer is not None and not revert and not envelope.too_long else None
+            parser._output.emit_text(parser._output.content, finished.raw if text is None else text)
             return False
         parser._settler.settle(results, finished, envelope.position)
         return True

@@ -72,6 +72,7 @@ class StreamParser:
     _message: Message | None
     _mode: str
     _forced: bool
+    _prompted: bool
     _deferred: bool
     _carry: str
     _received: int
@@ -445,12 +446,17 @@ class StreamParser:
             self._output.release(region)
             self._mode = _CONTENT
             self._answer_expected = bool(self._answer_opener)
+            if self._anchored is not None and self._anchored.table.at_start:  # the content starts here
+                self._mode = ANCHOR
+                self._anchored.choices = self._anchored.table.at_start
         elif found in self._sets.framing:  # `FormatSpec.framing_in_reasoning`: dropped
             pass
         elif self._calls_end_reasoning:
-            # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus). Reasoning
-            # that had to close to be reasoning (`forced_reasoning_needs_closer`) was the answer.
-            if region.deferred:
+            # The format's call token ends unclosed reasoning for good (Kimi K2, Apertus), as its closer
+            # would: the text before it is reasoning when the prompt opened it (Apriel 1.6's prefill:
+            # the model may call without answering). Reasoning read only because the format always
+            # starts inside it, which had to close to be reasoning, was the answer (Apriel 1.5).
+            if region.deferred and not self._prompted:
                 self._output.hand_over(region, self._output.content)
             else:
                 region.drop_pending()
@@ -810,6 +816,7 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
     forced = options.thinking_forced_open or (
         options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
     deferred = forced and spec.forced_reasoning_needs_closer
+    prompted = forced and bool(spec.reasoning) and not spec.ignores_forced_open
     if spec.reasoning_always_open:
         forced = True
         deferred = spec.forced_reasoning_needs_closer
@@ -846,6 +853,7 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
         "_message": None,
         "_mode": messages.OUTSIDE if spec.messages is not None else _START,
         "_forced": forced,
+        "_prompted": prompted,  # the flag or the prompt opened reasoning (not `reasoning_always_open` alone)
         "_deferred": deferred,
         "_carry": "",  # held back: it could still start a delimiter
         "_received": 0,  # characters received so far (after decoding): positions for the log

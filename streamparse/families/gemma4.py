@@ -8,9 +8,6 @@ block later, a stray `<channel|>` and the turn's end tokens in content.
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from ..bodies.object_literal import ObjectLiteral
 from ..spec import EnvelopeSpec, FormatSpec
 from ..types import Message
@@ -21,34 +18,14 @@ QUOTE = '<|"|>'
 TOOL_RESPONSE, TURN_END = "<|tool_response>", "<turn|>"
 THOUGHT = f"{CHANNEL}thought"
 FRAMING = (TOOL_RESPONSE, TURN_END, CHANNEL_END, f"{THOUGHT}\n{CHANNEL_END}", f"{THOUGHT}{CHANNEL_END}")
-_BARE_KEY = re.compile(r"[^:{}\[\],<\s](?:[^:{}\[\],<]*[^:{}\[\],<\s])?")
 
 BODY = ObjectLiteral("gemma4", QUOTE, CALL_END, stops=(CALL,), call_tag=f"{CALL}call:…")
-
-
-def _key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else f"{QUOTE}{key}{QUOTE}"
-
-
-def format_argument(value: Any) -> str:
-    """A value as the template's `format_argument` writes it (keys sorted, strings quoted raw)."""
-    if isinstance(value, str):
-        return f"{QUOTE}{value}{QUOTE}"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "None"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_key(k)}:{format_argument(v)}" for k, v in sorted(value.items())) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(format_argument(v) for v in value) + "]"
-    return repr(value)
 
 
 def render(message: Message) -> str:
     """The message as the Gemma 4 template writes a turn: the thought block, the calls, the content."""
     out = f"{THOUGHT}\n{message.reasoning}{CHANNEL_END}" if message.reasoning else ""
-    out += "".join(f"{CALL}call:{call.name}{format_argument(call.arguments)}{CALL_END}" for call in message.tool_calls)
+    out += "".join(f"{CALL}{BODY.write_call(call.name, call.arguments)}{CALL_END}" for call in message.tool_calls)
     return out + message.content
 
 
@@ -57,8 +34,8 @@ GEMMA4 = FormatSpec(
     aliases=("gemma",),
     reasoning=((CHANNEL, CHANNEL_END),),
     # The channel name and one newline after it are framing; so is a second opener right after the
-    # first (with its own name).
-    reasoning_lead=r"thought\n?(?:<\|channel>(?:thought\n?)?)?",
+    # first, before the name or after it with its own name (fourth-wave Decision 24).
+    reasoning_lead=r"(?:<\|channel>)?thought\n?(?:<\|channel>(?:thought\n?)?)?",
     envelopes=(EnvelopeSpec(openers=(CALL,), body=BODY),),
     render=render,
     reserved=(QUOTE, CHANNEL),
