@@ -346,36 +346,60 @@ def _pattern_options(name: str, schema: Any) -> jsonschema_rs.RegexOptions | jso
 
 def _recursive(schema: Any) -> bool:
     """Whether validation may follow the schema's references back into themselves, and so go as deep
-    as the arguments do; True when unsure (dynamic references, anchors, nested `$id`s)."""
-    targets: dict[tuple[Any, ...], tuple[str, ...]] = {}  # where each `$ref` is -> the path it points to
-    for path, node in _schema_nodes(schema):
-        if "$dynamicRef" in node or "$recursiveRef" in node or (path and "$id" in node):
-            return True
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            if ref != "#" and not ref.startswith("#/"):
+    as the arguments do; True when unsure (dynamic references, anchors, nested `$id`s).
+
+    The schema's containers are the nodes of a graph whose edges lead from each container to those
+    inside it, and from each local `$ref` to the container it points to; recursion is a cycle in
+    it, found by one depth-first search: O(nodes + refs)."""
+    if not isinstance(schema, Mapping):
+        return False
+    edges: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # a container's path -> where it leads
+    stack: list[tuple[Any, tuple[str, ...], bool]] = [(schema, (), True)]
+    while stack:
+        node, path, is_schema = stack.pop()
+        leads = edges[path] = []
+        if isinstance(node, list):
+            items: Iterator[tuple[str, Any, bool]] = ((str(i), item, is_schema) for i, item in enumerate(node))
+        elif not is_schema:  # a map of names to schemas (properties, $defs, ...)
+            items = ((str(key), item, True) for key, item in node.items())
+        else:
+            if "$dynamicRef" in node or "$recursiveRef" in node or (path and "$id" in node):
                 return True
-            targets[path] = tuple(part.replace("~1", "/").replace("~0", "~")
-                                  for part in ref[2:].split("/")) if ref != "#" else ()
-    # A ref leads to every ref inside the subschema it points to; a cycle among them is recursion.
-    leads = {at: [other for other in targets if _within(other, to)] for at, to in targets.items()}
-    done: set[tuple[Any, ...]] = set()
-    for start, first in leads.items():
-        seen, stack = {start}, list(first)
-        while stack:
-            at = stack.pop()
-            if at == start:
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                if ref != "#" and not ref.startswith("#/"):
+                    return True
+                leads.append(tuple(part.replace("~1", "/").replace("~0", "~")
+                                   for part in ref[2:].split("/")) if ref != "#" else ())
+            items = ((str(key), child, holds) for key, child, holds in _children(node))
+        for step, child, holds in items:
+            if isinstance(child, (Mapping, list)):
+                leads.append((*path, step))
+                stack.append((child, (*path, step), holds))
+    return _has_cycle(edges)
+
+
+def _has_cycle(edges: Mapping[tuple[str, ...], list[tuple[str, ...]]]) -> bool:
+    """Whether the graph (each node's successors; one outside it has none) has a cycle: an iterative
+    depth-first search that meets a node still on its path."""
+    state: dict[tuple[str, ...], bool] = {}  # False: on the current path; True: done
+    for start in edges:
+        if start in state:
+            continue
+        state[start] = False
+        path = [(start, iter(edges[start]))]
+        while path:
+            node, successors = path[-1]
+            step = next(successors, None)
+            if step is None:
+                state[node] = True
+                path.pop()
+            elif step not in state:
+                state[step] = False
+                path.append((step, iter(edges.get(step, ()))))
+            elif state[step] is False:
                 return True
-            if at not in seen and at not in done:
-                seen.add(at)
-                stack.extend(leads[at])
-        done.add(start)
     return False
-
-
-def _within(path: tuple[Any, ...], prefix: tuple[str, ...]) -> bool:
-    """Whether the JSON-pointer parts `prefix` lead to `path` or to a schema inside it."""
-    return len(path) >= len(prefix) and all(str(step) == part for step, part in zip(path, prefix, strict=False))
 
 
 class Tools(Sequence[Mapping[str, Any]]):
