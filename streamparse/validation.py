@@ -4,7 +4,12 @@ Compiling a tool list costs about a millisecond per tool (the schemas are checke
 meta-schema); a server builds a parser per request, so compiled lists are kept: pass a `Tools`
 (nothing to do per parser), or a plain list, which is recognised by its content in a bounded LRU
 cache of compiled lists (found by its length and first and last tool names, then compared whole
-with `==` at C speed; about 1 µs per tool of the benchmark's shape).
+with `==` at C speed; about 1 µs per tool of the benchmark's shape). The cache is bounded in bytes:
+its lists' estimated memory totals at most `CACHE_BYTES` (64 MiB), and a list estimated over
+`CACHE_MAX_LIST_BYTES` (16 MiB: about 5,000 schema objects) is compiled for its caller and not kept.
+A compiled list takes about 2-3 KB of memory per JSON object or array of its schemas (a 3 MB list of
+100,000 properties: 226 MB), so the estimate is its JSON text's length plus `BYTES_PER_CONTAINER`
+per object and array.
 
 Calls are judged by jsonschema-rs (Rust; under a microsecond for a typical tool schema), which
 cannot stall: `uniqueItems` is hash-based, `multipleOf` exact for integers of any size, and
@@ -42,8 +47,16 @@ from .types import INVALID_JSON, SCHEMA_VIOLATION, UNKNOWN_TOOL
 # The most backtracking steps one match of a lookaround/backreference pattern may take (~25 ns each
 # here, so about 2.5 ms); a match that needs more rejects the call `schema_violation` saying so.
 BACKTRACK_LIMIT = 100_000
-# Compiled tool lists kept for plain lists seen before (equal content), least recently used first out.
+# Compiled tool lists kept for plain lists seen before (equal content), least recently used first out:
+# at most this many, and at most CACHE_BYTES of estimated memory (`_estimated_bytes`) in all.
 CACHE_SIZE = 256
+CACHE_BYTES = 64 * 1024 * 1024
+# A list estimated over this is compiled for its caller and not kept.
+CACHE_MAX_LIST_BYTES = 16 * 1024 * 1024
+# The memory of a compiled list per JSON object or array in it, over its JSON text: its copies as
+# given, frozen and typed, and jsonschema-rs's compiled validator (2-3 KB measured: 1.9 KB for small
+# tools of integer parameters, 2.3 KB for a 100,000-property tool, 3 KB with descriptions).
+BYTES_PER_CONTAINER = 3 * 1024
 # At most this many validation errors are reported for one call (the first, by JSON path).
 MAX_ERRORS = 20
 # Schemas nesting deeper than this are refused when compiled: the validator recurses along them.
@@ -540,11 +553,26 @@ def _at(value: Any, path: tuple[Any, ...]) -> Any:
     return value
 
 
-class _Cached:
-    __slots__ = ("compiled", "copied", "sensitive")
+def _estimated_bytes(text: str, copied: Any) -> int:
+    """The memory a compiled list of JSON text `text` (decoded: `copied`) is estimated to hold:
+    the text's length plus `BYTES_PER_CONTAINER` per JSON object and array in it."""
+    containers, stack = 0, [copied]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            containers += 1
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            containers += 1
+            stack.extend(node)
+    return len(text) + BYTES_PER_CONTAINER * containers
 
-    def __init__(self, copied: Any, compiled: Tools) -> None:
-        self.copied, self.compiled, self.sensitive = copied, compiled, _sensitive(copied)
+
+class _Cached:
+    __slots__ = ("compiled", "copied", "sensitive", "size")
+
+    def __init__(self, copied: Any, compiled: Tools, size: int) -> None:
+        self.copied, self.compiled, self.sensitive, self.size = copied, compiled, _sensitive(copied), size
 
     def matches(self, tools: Sequence[Mapping[str, Any]]) -> bool:
         try:
@@ -554,14 +582,24 @@ class _Cached:
             return False
 
 
-_CACHE: OrderedDict[tuple[Any, ...], _Cached] = OrderedDict()
+class _Lru(OrderedDict[tuple[Any, ...], _Cached]):
+    """The cached lists by key, least recently used first, with their estimated bytes in all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.size = 0
+
+
+_CACHE = _Lru()
 _CACHE_LOCK = threading.Lock()
 
 
 def compiled_tools(tools: Sequence[Mapping[str, Any]] | Tools) -> Tools:
     """The compiled form of `tools`: itself for a `Tools`; for a list, the compiled form of an equal
-    list seen before (an LRU of `CACHE_SIZE` lists, keyed by the tool names, then compared whole:
-    `==` at C speed, plus canonical JSON where `==` confuses 1 and true); else compiled now."""
+    list seen before (an LRU of at most `CACHE_SIZE` lists and `CACHE_BYTES` of estimated memory,
+    keyed by the tool names, then compared whole: `==` at C speed, plus canonical JSON where `==`
+    confuses 1 and true); else compiled now, and kept unless it is estimated over
+    `CACHE_MAX_LIST_BYTES`."""
     if isinstance(tools, Tools):
         return tools
     _check_list(tools)
@@ -574,14 +612,20 @@ def compiled_tools(tools: Sequence[Mapping[str, Any]] | Tools) -> Tools:
         return found.compiled
     made = Tools(tools)
     try:
-        copied = json.loads(json.dumps(tools, allow_nan=False))
+        text = json.dumps(tools, allow_nan=False)
+        copied = json.loads(text)
     except (TypeError, ValueError, RecursionError):  # not plain JSON data: not cached
         return made
+    size = _estimated_bytes(text, copied)
+    if size > CACHE_MAX_LIST_BYTES:
+        return made
+    entry = _Cached(copied, made, size)
     with _CACHE_LOCK:
-        _CACHE[key] = _Cached(copied, made)
-        _CACHE.move_to_end(key)
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        replaced = _CACHE.pop(key, None)
+        _CACHE.size += size - (replaced.size if replaced is not None else 0)
+        _CACHE[key] = entry
+        while len(_CACHE) > CACHE_SIZE or _CACHE.size > CACHE_BYTES:
+            _CACHE.size -= _CACHE.popitem(last=False)[1].size
     return made
 
 
