@@ -17,7 +17,7 @@ from corpus import Row, fixture_rows
 import streamparse
 from streamparse.batch.files import LINES_SKIPPED, Progress
 
-SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent)) or shutil.which("streamparse")
+SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent))  # this Python's own, not one on PATH
 pytestmark = pytest.mark.skipif(SCRIPT is None, reason="install the package first: pip install -e '.[test]'")
 ROWS = fixture_rows()
 FORMATS = sorted({row.format for row in ROWS})
