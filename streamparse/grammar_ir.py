@@ -131,6 +131,25 @@ class GrammarUnsupported(ValueError):
     """The format's layout cannot be written as a grammar; the message says why."""
 
 
+# A `Json` node's schema nests at most this many objects and arrays deep: the writers hand it on as
+# JSON text (Python's encoder recurses along it). A tool's schema is held to 200 when compiled
+# (`validation.MAX_SCHEMA_DEPTH`); a `response_format` schema meets this bound here.
+JSON_DEPTH = 256
+
+
+def check_json_depth(schema: Any) -> None:
+    """`GrammarUnsupported` saying what to do when `schema` nests deeper than `JSON_DEPTH`."""
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (Mapping, list)):
+            if depth >= JSON_DEPTH:
+                raise GrammarUnsupported(f"the JSON schema nests deeper than {JSON_DEPTH} objects and arrays, "
+                                         "more than a grammar is written for: flatten it (name repeated parts "
+                                         "in $defs and refer to them with $ref)")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, Mapping) else node))
+
+
 @runtime_checkable
 class CallLayout(Protocol):
     """What a body kind implements to say how its calls are written (grammar-kinds implements it

@@ -323,14 +323,14 @@ def _schema_nodes(schema: Any) -> Iterator[tuple[tuple[Any, ...], Mapping[str, A
             stack.extend((child, (*path, key), holds) for key, child, holds in _children(node))
 
 
-def _check_depth(name: str, schema: Any) -> None:
-    """The schema nests at most MAX_SCHEMA_DEPTH containers deep (the validator recurses along it)."""
+def _check_depth(name: str, schema: Any, what: str = "'parameters'", limit: int = MAX_SCHEMA_DEPTH) -> None:
+    """The schema nests at most `limit` containers deep (the validator recurses along it)."""
     stack: list[tuple[Any, int]] = [(schema, 0)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, (Mapping, list)):
-            if depth >= MAX_SCHEMA_DEPTH:
-                raise ValueError(f"tool {name!r}: 'parameters' nests deeper than {MAX_SCHEMA_DEPTH} levels")
+            if depth >= limit:
+                raise ValueError(f"tool {name!r}: {what} nests deeper than {limit} levels")
             stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, Mapping) else node))
 
 
@@ -441,6 +441,8 @@ class Tools(Sequence[Mapping[str, Any]]):
             if name in compiled:
                 raise ValueError(f"tool {name!r} is defined twice; tool names must be unique")
             compiled[name] = _Tool(name, schema)
+            # the definition around its parameters (`function`, `parameters`), copied recursively below
+            _check_depth(name, tool, "the definition", MAX_SCHEMA_DEPTH + 2)
         self._definitions = tuple(_frozen(tool) for tool in copied)
         self._tools = MappingProxyType(compiled)
 

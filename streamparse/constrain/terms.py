@@ -52,6 +52,13 @@ def bounds(least: int, most: int | None) -> str:
     return f"{{{least},}}" if most is None else f"{{{least},{most}}}"
 
 
+def too_deep(syntax: str) -> GrammarUnsupported:
+    """What a writer raises where the grammar nests deeper than Python's stack follows (the IR's
+    nodes are built shallow: a last guard, never the way a bound is kept)."""
+    return GrammarUnsupported(f"the grammar nests too deeply to be written as {syntax}: simplify the tool's "
+                              "schema (fewer nested levels or optional properties)")
+
+
 class ExpressionWriter:
     """Writes `Seq`, `Alt` and `Repeat` as rule expressions; a syntax writes the other nodes (`leaf`)."""
 
