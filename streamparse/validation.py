@@ -441,8 +441,8 @@ class Tools(Sequence[Mapping[str, Any]]):
             if name in compiled:
                 raise ValueError(f"tool {name!r} is defined twice; tool names must be unique")
             compiled[name] = _Tool(name, schema)
-            # the definition around its parameters (`function`, `parameters`), copied recursively below
-            _check_depth(name, tool, "the definition", MAX_SCHEMA_DEPTH + 2)
+            # the definition around its parameters (checked above), copied recursively below
+            _check_depth(name, _around_parameters(tool), "the definition", MAX_SCHEMA_DEPTH)
         self._definitions = tuple(_frozen(tool) for tool in copied)
         self._tools = MappingProxyType(compiled)
 
@@ -479,6 +479,14 @@ class Tools(Sequence[Mapping[str, Any]]):
         """The parameters schema of tool `name` as given, or None when no tool has that name."""
         tool = self._tools.get(name)
         return tool.schema if tool is not None else None
+
+
+def _around_parameters(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool definition with its `parameters` left out (in `function`, for the OpenAI shape)."""
+    inner = tool.get("function")
+    if isinstance(inner, Mapping):
+        return {**tool, "function": {k: v for k, v in inner.items() if k != "parameters"}}
+    return {k: v for k, v in tool.items() if k != "parameters"}
 
 
 def _frozen(value: Any) -> Any:
