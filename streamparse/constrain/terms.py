@@ -8,6 +8,7 @@ import importlib
 import re
 import sys
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from ..grammar_ir import Alt, GrammarUnsupported, Node, Repeat, Seq
@@ -135,6 +136,7 @@ _CATEGORIES = {
 }
 
 
+@lru_cache(maxsize=1024)  # a pattern is written once per place it stands (each member of a tool's arguments)
 def regex_rule(pattern: str) -> str:
     """A regular expression (the portable subset; anchors `^`/`$` are dropped: a grammar matches
     whole) as a GBNF expression. `GrammarUnsupported` for anything else (lookarounds, backreferences)."""
