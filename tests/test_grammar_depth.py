@@ -20,7 +20,7 @@ from streamparse.constrain.gbnf import gbnf
 from streamparse.constrain.lark import lark
 from streamparse.constrain.structural_tag import structural_tag
 from streamparse.families import FAMILIES
-from streamparse.grammar_ir import JSON_DEPTH, Alt, Json, Lit, Node, Seq
+from streamparse.grammar_ir import JSON_DEPTH, Alt, Json, Lit, Node, Regex, Seq
 from streamparse.validation import MAX_SCHEMA_DEPTH
 
 FORMATS = [spec.name for spec in FAMILIES]
@@ -100,6 +100,16 @@ def test_a_tool_nested_to_the_compiled_bound_has_a_grammar_or_says_why(fmt: str)
     tools = streamparse.Tools([{"name": "f", "parameters": nested(MAX_SCHEMA_DEPTH // 2 - 1)}])
     for syntax in SYNTAXES:
         built_or_refused(lambda syntax=syntax: grammar_for(fmt, tools, tool_choice="required", syntax=syntax))
+
+
+def test_a_pattern_nested_deeper_than_the_regex_parser_goes() -> None:
+    """In a schema, such a pattern leaves the string unconstrained (the tools check still applies
+    it); as a grammar's own pattern, it is refused saying so."""
+    pattern = "(" * 3000 + "a" + ")" * 3000
+    grammar = gbnf(Json({"type": "string", "pattern": f"^{pattern}$"}))
+    assert "char" in grammar and "(((" not in grammar
+    with pytest.raises(GrammarUnsupported, match="nests its groups too deeply"):
+        gbnf(Regex(pattern))
 
 
 def test_references_that_only_lead_to_each_other_are_refused() -> None:

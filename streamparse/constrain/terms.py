@@ -139,12 +139,16 @@ _CATEGORIES = {
 @lru_cache(maxsize=1024)  # a pattern is written once per place it stands (each member of a tool's arguments)
 def regex_rule(pattern: str) -> str:
     """A regular expression (the portable subset; anchors `^`/`$` are dropped: a grammar matches
-    whole) as a GBNF expression. `GrammarUnsupported` for anything else (lookarounds, backreferences)."""
+    whole) as a GBNF expression. `GrammarUnsupported` for anything else (lookarounds, backreferences)
+    and for groups nested deeper than Python's regex parser (and this writer) recurse."""
     try:
         parsed = _sre_parse.parse(pattern)
+        return _sequence(list(parsed), pattern) or '""'
     except re.error as error:
         raise GrammarUnsupported(f"the pattern {pattern!r} does not compile: {error}") from error
-    return _sequence(list(parsed), pattern) or '""'
+    except RecursionError:
+        raise GrammarUnsupported(f"the pattern {pattern[:40]!r}... nests its groups too deeply for a grammar; "
+                                 "write it with fewer nested groups") from None
 
 
 def _sequence(items: list[tuple[Any, Any]], pattern: str) -> str:
