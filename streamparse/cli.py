@@ -66,6 +66,8 @@ def _cmd_parse(opts: argparse.Namespace, out: TextIO) -> int:
         return _cmd_parse_files(opts, out)
     if opts.output is not None or opts.workers is not None:
         raise UsageError("--output and --workers go with --jsonl or --parquet")
+    if opts.max_line_bytes is not None:
+        raise UsageError("--max-line-bytes goes with --jsonl")
     parser = _parser(opts)
     try:
         data = Path(opts.file).read_bytes() if opts.file not in (None, "-") else sys.stdin.buffer.read()

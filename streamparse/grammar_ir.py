@@ -21,7 +21,7 @@ The nodes are frozen dataclasses and mean the same thing in every syntax:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -129,6 +129,25 @@ def optional(item: Node) -> Node:
 
 class GrammarUnsupported(ValueError):
     """The format's layout cannot be written as a grammar; the message says why."""
+
+
+# A `Json` node's schema nests at most this many objects and arrays deep: the writers hand it on as
+# JSON text (Python's encoder recurses along it). A tool's schema is held to 200 when compiled
+# (`validation.MAX_SCHEMA_DEPTH`); a `response_format` schema meets this bound here.
+JSON_DEPTH = 256
+
+
+def check_json_depth(schema: Any) -> None:
+    """`GrammarUnsupported` saying what to do when `schema` nests deeper than `JSON_DEPTH`."""
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (Mapping, list)):
+            if depth >= JSON_DEPTH:
+                raise GrammarUnsupported(f"the JSON schema nests deeper than {JSON_DEPTH} objects and arrays, "
+                                         "more than a grammar is written for: flatten it (name repeated parts "
+                                         "in $defs and refer to them with $ref)")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, Mapping) else node))
 
 
 @runtime_checkable
@@ -249,15 +268,33 @@ def from_template(template: str, name: str, parameters: Mapping[str, Any]) -> No
     return seq(*parts)
 
 
-def ordered_members(members: list[tuple[Node, bool]], separator: Node) -> Node:
-    """Members in this order, each (member, required): an optional one may be left out, and
-    `separator` stands between two that are written. Size: O(n²) nodes for n members."""
-    after: Node = EMPTY  # the members from i on, each after a separator
-    first: Node | None = None  # the members from i on, the first with no separator (None: none can be)
-    for member, required in reversed(members):
-        start = seq(member, after)
-        skippable = optional(start) if first is None else alt(start, first)
-        first = start if required else skippable
-        later = seq(separator, member)
-        after = seq(later if required else optional(later), after)
-    return EMPTY if first is None else first
+def ordered_members(members: Sequence[tuple[Node, bool]], separator: Node | None = None, *,
+                    at_least_one: bool = False) -> Node:
+    """Members in this order, each (member, required): an optional one may be left out, `separator`
+    (None: nothing) stands between two that are written; `at_least_one`: not all may be left out
+    (`members` must not be empty then).
+
+    Size: O(n log n) nodes for n members, built O(log n) deep. Which member is written first decides
+    whether a separator goes before each later one, so "the members from i on, the first written
+    with no separator" differs for every i, and writing each of them out is O(n²) (500 optional
+    properties: 0.4 s to build, 1,000: past Python's stack). Halving instead: a nonempty run of the
+    members is a nonempty run of the first half then the second half each after a separator, or
+    (when the first half may be left out whole) a nonempty run of the second half."""
+    if not members:
+        return EMPTY
+    written = _written(list(members), separator if separator is not None else EMPTY)
+    return written if at_least_one or any(required for _, required in members) else optional(written)
+
+
+def _written(members: list[tuple[Node, bool]], separator: Node) -> Node:
+    """At least one of `members` written (each required one), in order, `separator` between two."""
+    if len(members) == 1:
+        return members[0][0]
+    half = len(members) // 2
+    first, rest = members[:half], members[half:]
+    after = seq(*(seq(separator, member) if required else optional(seq(separator, member))
+                  for member, required in rest))
+    head = seq(_written(first, separator), after)
+    if any(required for _, required in first):
+        return head
+    return Alt((head, _written(rest, separator)))

@@ -4,7 +4,12 @@ Compiling a tool list costs about a millisecond per tool (the schemas are checke
 meta-schema); a server builds a parser per request, so compiled lists are kept: pass a `Tools`
 (nothing to do per parser), or a plain list, which is recognised by its content in a bounded LRU
 cache of compiled lists (found by its length and first and last tool names, then compared whole
-with `==` at C speed; about 1 µs per tool of the benchmark's shape).
+with `==` at C speed; about 1 µs per tool of the benchmark's shape). The cache is bounded in bytes:
+its lists' estimated memory totals at most `CACHE_BYTES` (64 MiB), and a list estimated over
+`CACHE_MAX_LIST_BYTES` (16 MiB: about 5,000 schema objects) is compiled for its caller and not kept.
+A compiled list takes about 2-3 KB of memory per JSON object or array of its schemas (a 3 MB list of
+100,000 properties: 226 MB), so the estimate is its JSON text's length plus `BYTES_PER_CONTAINER`
+per object and array.
 
 Calls are judged by jsonschema-rs (Rust; under a microsecond for a typical tool schema), which
 cannot stall: `uniqueItems` is hash-based, `multipleOf` exact for integers of any size, and
@@ -42,8 +47,16 @@ from .types import INVALID_JSON, SCHEMA_VIOLATION, UNKNOWN_TOOL
 # The most backtracking steps one match of a lookaround/backreference pattern may take (~25 ns each
 # here, so about 2.5 ms); a match that needs more rejects the call `schema_violation` saying so.
 BACKTRACK_LIMIT = 100_000
-# Compiled tool lists kept for plain lists seen before (equal content), least recently used first out.
+# Compiled tool lists kept for plain lists seen before (equal content), least recently used first out:
+# at most this many, and at most CACHE_BYTES of estimated memory (`_estimated_bytes`) in all.
 CACHE_SIZE = 256
+CACHE_BYTES = 64 * 1024 * 1024
+# A list estimated over this is compiled for its caller and not kept.
+CACHE_MAX_LIST_BYTES = 16 * 1024 * 1024
+# The memory of a compiled list per JSON object or array in it, over its JSON text: its copies as
+# given, frozen and typed, and jsonschema-rs's compiled validator (2-3 KB measured: 1.9 KB for small
+# tools of integer parameters, 2.3 KB for a 100,000-property tool, 3 KB with descriptions).
+BYTES_PER_CONTAINER = 3 * 1024
 # At most this many validation errors are reported for one call (the first, by JSON path).
 MAX_ERRORS = 20
 # Schemas nesting deeper than this are refused when compiled: the validator recurses along them.
@@ -310,14 +323,14 @@ def _schema_nodes(schema: Any) -> Iterator[tuple[tuple[Any, ...], Mapping[str, A
             stack.extend((child, (*path, key), holds) for key, child, holds in _children(node))
 
 
-def _check_depth(name: str, schema: Any) -> None:
-    """The schema nests at most MAX_SCHEMA_DEPTH containers deep (the validator recurses along it)."""
+def _check_depth(name: str, schema: Any, what: str = "'parameters'", limit: int = MAX_SCHEMA_DEPTH) -> None:
+    """The schema nests at most `limit` containers deep (the validator recurses along it)."""
     stack: list[tuple[Any, int]] = [(schema, 0)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, (Mapping, list)):
-            if depth >= MAX_SCHEMA_DEPTH:
-                raise ValueError(f"tool {name!r}: 'parameters' nests deeper than {MAX_SCHEMA_DEPTH} levels")
+            if depth >= limit:
+                raise ValueError(f"tool {name!r}: {what} nests deeper than {limit} levels")
             stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, Mapping) else node))
 
 
@@ -346,36 +359,60 @@ def _pattern_options(name: str, schema: Any) -> jsonschema_rs.RegexOptions | jso
 
 def _recursive(schema: Any) -> bool:
     """Whether validation may follow the schema's references back into themselves, and so go as deep
-    as the arguments do; True when unsure (dynamic references, anchors, nested `$id`s)."""
-    targets: dict[tuple[Any, ...], tuple[str, ...]] = {}  # where each `$ref` is -> the path it points to
-    for path, node in _schema_nodes(schema):
-        if "$dynamicRef" in node or "$recursiveRef" in node or (path and "$id" in node):
-            return True
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            if ref != "#" and not ref.startswith("#/"):
+    as the arguments do; True when unsure (dynamic references, anchors, nested `$id`s).
+
+    The schema's containers are the nodes of a graph whose edges lead from each container to those
+    inside it, and from each local `$ref` to the container it points to; recursion is a cycle in
+    it, found by one depth-first search: O(nodes + refs)."""
+    if not isinstance(schema, Mapping):
+        return False
+    edges: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # a container's path -> where it leads
+    stack: list[tuple[Any, tuple[str, ...], bool]] = [(schema, (), True)]
+    while stack:
+        node, path, is_schema = stack.pop()
+        leads = edges[path] = []
+        if isinstance(node, list):
+            items: Iterator[tuple[str, Any, bool]] = ((str(i), item, is_schema) for i, item in enumerate(node))
+        elif not is_schema:  # a map of names to schemas (properties, $defs, ...)
+            items = ((str(key), item, True) for key, item in node.items())
+        else:
+            if "$dynamicRef" in node or "$recursiveRef" in node or (path and "$id" in node):
                 return True
-            targets[path] = tuple(part.replace("~1", "/").replace("~0", "~")
-                                  for part in ref[2:].split("/")) if ref != "#" else ()
-    # A ref leads to every ref inside the subschema it points to; a cycle among them is recursion.
-    leads = {at: [other for other in targets if _within(other, to)] for at, to in targets.items()}
-    done: set[tuple[Any, ...]] = set()
-    for start, first in leads.items():
-        seen, stack = {start}, list(first)
-        while stack:
-            at = stack.pop()
-            if at == start:
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                if ref != "#" and not ref.startswith("#/"):
+                    return True
+                leads.append(tuple(part.replace("~1", "/").replace("~0", "~")
+                                   for part in ref[2:].split("/")) if ref != "#" else ())
+            items = ((str(key), child, holds) for key, child, holds in _children(node))
+        for step, child, holds in items:
+            if isinstance(child, (Mapping, list)):
+                leads.append((*path, step))
+                stack.append((child, (*path, step), holds))
+    return _has_cycle(edges)
+
+
+def _has_cycle(edges: Mapping[tuple[str, ...], list[tuple[str, ...]]]) -> bool:
+    """Whether the graph (each node's successors; one outside it has none) has a cycle: an iterative
+    depth-first search that meets a node still on its path."""
+    state: dict[tuple[str, ...], bool] = {}  # False: on the current path; True: done
+    for start in edges:
+        if start in state:
+            continue
+        state[start] = False
+        path = [(start, iter(edges[start]))]
+        while path:
+            node, successors = path[-1]
+            step = next(successors, None)
+            if step is None:
+                state[node] = True
+                path.pop()
+            elif step not in state:
+                state[step] = False
+                path.append((step, iter(edges.get(step, ()))))
+            elif state[step] is False:
                 return True
-            if at not in seen and at not in done:
-                seen.add(at)
-                stack.extend(leads[at])
-        done.add(start)
     return False
-
-
-def _within(path: tuple[Any, ...], prefix: tuple[str, ...]) -> bool:
-    """Whether the JSON-pointer parts `prefix` lead to `path` or to a schema inside it."""
-    return len(path) >= len(prefix) and all(str(step) == part for step, part in zip(path, prefix, strict=False))
 
 
 class Tools(Sequence[Mapping[str, Any]]):
@@ -404,6 +441,8 @@ class Tools(Sequence[Mapping[str, Any]]):
             if name in compiled:
                 raise ValueError(f"tool {name!r} is defined twice; tool names must be unique")
             compiled[name] = _Tool(name, schema)
+            # the definition around its parameters (checked above), copied recursively below
+            _check_depth(name, _around_parameters(tool), "the definition", MAX_SCHEMA_DEPTH)
         self._definitions = tuple(_frozen(tool) for tool in copied)
         self._tools = MappingProxyType(compiled)
 
@@ -440,6 +479,14 @@ class Tools(Sequence[Mapping[str, Any]]):
         """The parameters schema of tool `name` as given, or None when no tool has that name."""
         tool = self._tools.get(name)
         return tool.schema if tool is not None else None
+
+
+def _around_parameters(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool definition with its `parameters` left out (in `function`, for the OpenAI shape)."""
+    inner = tool.get("function")
+    if isinstance(inner, Mapping):
+        return {**tool, "function": {k: v for k, v in inner.items() if k != "parameters"}}
+    return {k: v for k, v in tool.items() if k != "parameters"}
 
 
 def _frozen(value: Any) -> Any:
@@ -516,11 +563,26 @@ def _at(value: Any, path: tuple[Any, ...]) -> Any:
     return value
 
 
-class _Cached:
-    __slots__ = ("compiled", "copied", "sensitive")
+def _estimated_bytes(text: str, copied: Any) -> int:
+    """The memory a compiled list of JSON text `text` (decoded: `copied`) is estimated to hold:
+    the text's length plus `BYTES_PER_CONTAINER` per JSON object and array in it."""
+    containers, stack = 0, [copied]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            containers += 1
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            containers += 1
+            stack.extend(node)
+    return len(text) + BYTES_PER_CONTAINER * containers
 
-    def __init__(self, copied: Any, compiled: Tools) -> None:
-        self.copied, self.compiled, self.sensitive = copied, compiled, _sensitive(copied)
+
+class _Cached:
+    __slots__ = ("compiled", "copied", "sensitive", "size")
+
+    def __init__(self, copied: Any, compiled: Tools, size: int) -> None:
+        self.copied, self.compiled, self.sensitive, self.size = copied, compiled, _sensitive(copied), size
 
     def matches(self, tools: Sequence[Mapping[str, Any]]) -> bool:
         try:
@@ -530,14 +592,24 @@ class _Cached:
             return False
 
 
-_CACHE: OrderedDict[tuple[Any, ...], _Cached] = OrderedDict()
+class _Lru(OrderedDict[tuple[Any, ...], _Cached]):
+    """The cached lists by key, least recently used first, with their estimated bytes in all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.size = 0
+
+
+_CACHE = _Lru()
 _CACHE_LOCK = threading.Lock()
 
 
 def compiled_tools(tools: Sequence[Mapping[str, Any]] | Tools) -> Tools:
     """The compiled form of `tools`: itself for a `Tools`; for a list, the compiled form of an equal
-    list seen before (an LRU of `CACHE_SIZE` lists, keyed by the tool names, then compared whole:
-    `==` at C speed, plus canonical JSON where `==` confuses 1 and true); else compiled now."""
+    list seen before (an LRU of at most `CACHE_SIZE` lists and `CACHE_BYTES` of estimated memory,
+    keyed by the tool names, then compared whole: `==` at C speed, plus canonical JSON where `==`
+    confuses 1 and true); else compiled now, and kept unless it is estimated over
+    `CACHE_MAX_LIST_BYTES`."""
     if isinstance(tools, Tools):
         return tools
     _check_list(tools)
@@ -550,14 +622,20 @@ def compiled_tools(tools: Sequence[Mapping[str, Any]] | Tools) -> Tools:
         return found.compiled
     made = Tools(tools)
     try:
-        copied = json.loads(json.dumps(tools, allow_nan=False))
+        text = json.dumps(tools, allow_nan=False)
+        copied = json.loads(text)
     except (TypeError, ValueError, RecursionError):  # not plain JSON data: not cached
         return made
+    size = _estimated_bytes(text, copied)
+    if size > CACHE_MAX_LIST_BYTES:
+        return made
+    entry = _Cached(copied, made, size)
     with _CACHE_LOCK:
-        _CACHE[key] = _Cached(copied, made)
-        _CACHE.move_to_end(key)
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        replaced = _CACHE.pop(key, None)
+        _CACHE.size += size - (replaced.size if replaced is not None else 0)
+        _CACHE[key] = entry
+        while len(_CACHE) > CACHE_SIZE or _CACHE.size > CACHE_BYTES:
+            _CACHE.size -= _CACHE.popitem(last=False)[1].size
     return made
 
 

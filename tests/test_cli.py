@@ -14,7 +14,7 @@ from conftest import FIXTURES, FORMAT_NAMES
 
 from streamparse.registry import get_format
 
-SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent)) or shutil.which("streamparse")
+SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent))  # this Python's own, not one on PATH
 pytestmark = pytest.mark.skipif(SCRIPT is None, reason="install the package first: pip install -e '.[test]'")
 TWO_CALLS = FIXTURES / "hermes" / "qwen3_reasoning_two_calls.txt"
 TRICKY = FIXTURES / "hermes" / "tricky_calls.txt"

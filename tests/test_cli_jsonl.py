@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import select
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from corpus import Row, fixture_rows
 import streamparse
 from streamparse.batch.files import LINES_SKIPPED, Progress
 
-SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent)) or shutil.which("streamparse")
+SCRIPT = shutil.which("streamparse", path=str(Path(sys.executable).parent))  # this Python's own, not one on PATH
 pytestmark = pytest.mark.skipif(SCRIPT is None, reason="install the package first: pip install -e '.[test]'")
 ROWS = fixture_rows()
 FORMATS = sorted({row.format for row in ROWS})
@@ -160,6 +162,86 @@ def test_careless_inputs_of_the_files_path_end_with_one_clear_line(tmp_path: Pat
     done = run("parse", "--jsonl", str(latin))
     assert done.returncode == LINES_SKIPPED and len(done.stdout.splitlines()) == 1
     assert "line 2: not UTF-8 text (byte 0xe9 at 13); skipped" in done.stderr
+
+
+# ----------------------------------------------------------------------------- lines that cannot be read (#39)
+
+
+def module_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI as `python -m streamparse`, with this test run's Python."""
+    return subprocess.run([sys.executable, "-m", "streamparse", *args], check=False, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_line_nested_too_deeply_is_skipped_and_the_rows_around_it_are_written(tmp_path: Path,
+                                                                                 workers: str) -> None:
+    """Issue 39: one line nested 100,000 deep was a RecursionError traceback and exit 1, and the good
+    rows of its chunk were lost (0 of 2 written)."""
+    source = tmp_path / "deep.jsonl"
+    deep = '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    source.write_text('{"text": "first"}\n' + deep + '\n{"text": "last"}\n', encoding="utf-8")
+    done = module_run("parse", "--jsonl", str(source), "--workers", workers)
+    assert done.returncode == LINES_SKIPPED and "Traceback" not in done.stderr, done.stderr
+    assert [json.loads(line)["message"]["content"] for line in done.stdout.splitlines()] == ["first", "last"]
+    assert "line 2: nested too deeply for the JSON reader; skipped" in done.stderr
+    assert "1 of 3 lines skipped" in done.stderr
+
+
+def test_a_line_longer_than_max_line_bytes_is_skipped(tmp_path: Path) -> None:
+    at_bound = json.dumps({"text": "a" * 100})  # exactly the bound: read
+    assert len(at_bound) == 112
+    source = tmp_path / "long.jsonl"
+    source.write_text("\n".join(['{"text": "first"}', json.dumps({"text": "b" * 5000}), at_bound,
+                                 json.dumps({"text": "c" * 101}), '{"text": "last"}']), encoding="utf-8")
+    done = module_run("parse", "--jsonl", str(source), "--workers", "1", "--max-line-bytes", "112")
+    assert done.returncode == LINES_SKIPPED, done.stderr
+    assert [json.loads(line)["message"]["content"] for line in done.stdout.splitlines()] == [
+        "first", "a" * 100, "last"]
+    assert "line 2: longer than --max-line-bytes (112 bytes); skipped" in done.stderr
+    assert "line 4: longer than --max-line-bytes (112 bytes); skipped" in done.stderr  # one byte over
+    assert "2 of 5 lines skipped" in done.stderr
+    everything = module_run("parse", "--jsonl", str(source), "--workers", "1")  # the default: 64 MiB
+    assert everything.returncode == 0 and len(everything.stdout.splitlines()) == 5, everything.stderr
+
+
+def _rss_and_read(pid: int) -> tuple[int, int]:
+    rss = next(int(line.split()[1]) * 1024 for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+               if line.startswith("VmRSS"))
+    read = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/io").read_text().splitlines()
+                if line.startswith("rchar"))
+    return rss, read
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists() or not Path("/proc/self/io").exists(), reason="Linux /proc")
+def test_an_endless_line_is_reported_at_once_and_passed_over_in_bounded_memory() -> None:
+    """Issue 39: `--jsonl /dev/zero` read its one line without bound (a MemoryError traceback). Now
+    the line is reported once it passes the bound and read on without being held: after reading
+    more than 50 times the bound, the process holds less than that."""
+    process = subprocess.Popen([sys.executable, "-m", "streamparse", "parse", "--jsonl", "/dev/zero", "--workers",
+                                "1", "--max-line-bytes", str(4 * 1024 * 1024)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        assert select.select([process.stderr], [], [], 120)[0], "nothing reported"
+        reported = process.stderr.readline()
+        assert reported == "streamparse: line 1: longer than --max-line-bytes (4194304 bytes); skipped\n"
+        deadline = time.monotonic() + 120
+        while _rss_and_read(process.pid)[1] < 200 * 1024 * 1024 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        rss, read = _rss_and_read(process.pid)
+        assert read >= 200 * 1024 * 1024 and rss < 150 * 1024 * 1024 and process.poll() is None
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_max_line_bytes_is_checked(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", ROWS[:1])
+    one_clear_line(module_run("parse", "--jsonl", str(source), "--max-line-bytes", "0"), "at least 1")
+    one_clear_line(module_run("parse", str(source), "--max-line-bytes", "10"), "--max-line-bytes goes with --jsonl")
+    one_clear_line(module_run("parse", "--parquet", str(source), "-o", str(tmp_path / "o"), "--max-line-bytes", "9"),
+                   "--max-line-bytes goes with --jsonl")
 
 
 class _Terminal(io.StringIO):

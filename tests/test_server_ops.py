@@ -438,7 +438,7 @@ def test_serve_in_front_of_the_replayer_answers_with_the_formats_real_output() -
     from test_server import free_port
 
     port = free_port()
-    replay = subprocess.Popen(["python", "-m", "streamparse", "replay", "--format", "hermes", "--port", str(port),
+    replay = subprocess.Popen([sys.executable, "-m", "streamparse", "replay", "--format", "hermes", "--port", str(port),
                                "--delay", "0"], stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30

@@ -7,7 +7,11 @@ agree, and nothing raises.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,6 +105,56 @@ def test_the_cache_is_bounded() -> None:
     for i in range(CACHE_SIZE + 5):
         compiled_tools([tool({}, name=f"bounded_{i}")])
     assert len(validation._CACHE) <= CACHE_SIZE
+
+
+def _wide(name: str, count: int) -> list[dict[str, Any]]:
+    return [tool({f"p{i}": {"type": "string"} for i in range(count)}, name=name)]
+
+
+def test_the_cache_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: five distinct 3 MB tool lists grew a process from 49 to 904 MB (256 such lists kept:
+    ~43 GB). The cache keeps at most CACHE_BYTES of estimated memory, least recently used out first."""
+    from streamparse import validation
+
+    monkeypatch.setattr(validation, "_CACHE", validation._Lru())
+    one = validation._estimated_bytes(json.dumps(_wide("sized_0", 300)), json.loads(json.dumps(_wide("sized_0", 300))))
+    monkeypatch.setattr(validation, "CACHE_BYTES", 3 * one)
+    kept = [compiled_tools(_wide(f"sized_{i}", 300)) for i in range(5)]
+    assert len(validation._CACHE) == 3 and validation._CACHE.size == 3 * one <= validation.CACHE_BYTES
+    assert compiled_tools(_wide("sized_4", 300)) is kept[4]  # the most recent are kept
+    assert compiled_tools(_wide("sized_0", 300)) is not kept[0]  # the first ones went out
+
+
+def test_a_list_estimated_over_the_bound_is_not_cached() -> None:
+    from streamparse import validation
+
+    big = _wide("too_big", validation.CACHE_MAX_LIST_BYTES // validation.BYTES_PER_CONTAINER + 1)
+    before = dict(validation._CACHE)
+    first = compiled_tools(big)
+    assert compiled_tools(big) is not first and dict(validation._CACHE).keys() == before.keys()
+
+
+def test_the_estimate_is_not_below_what_a_compiled_list_holds() -> None:
+    """In a fresh process (`sys.executable`): a compiled 20,000-property tool (about 45 MB) holds no
+    more memory than the cache's estimate of it says."""
+    script = """
+import gc, json
+from streamparse import validation
+def rss():
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmRSS"))
+tools = [{"name": "f", "parameters": {"type": "object", "properties": {
+    f"p{i}": {"type": "string"} for i in range(20_000)}}}]
+text = json.dumps(tools)
+gc.collect()
+before = rss()
+compiled = validation.compiled_tools(json.loads(text))
+gc.collect()
+print(rss() - before, validation._estimated_bytes(text, json.loads(text)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(streamparse.__file__).parent.parent)})
+    held, estimate = map(int, done.stdout.split())
+    assert 10_000_000 < held <= estimate, done.stderr
 
 
 @pytest.mark.parametrize("ref", ["#/$defs/missing", "https://example.com/schema.json", "other.json#/x",

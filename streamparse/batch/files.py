@@ -2,7 +2,9 @@
 
 JSON Lines: each line is an object whose `--field` holds the output; the same object is written back
 with a `message` field (`Message.to_openai()` plus a `rejected` list). A line that is not such an
-object is reported on stderr with its number and skipped. Parquet: the columns of `parse_batch`
+object, cannot be read (nested deeper than the JSON reader follows) or is longer than
+`--max-line-bytes` (read no further than that: `/dev/zero` costs no memory) is reported on stderr
+with its number and skipped. Parquet: the columns of `parse_batch`
 (content, reasoning, tool_calls, rejected) are added to every row group. The work is done by the
 workers of `batch.workers`; this module reads, writes and reports progress.
 """
@@ -26,6 +28,11 @@ from .rows import RESULT_COLUMNS, message_row, parse_with, rejected_list
 from .workers import check_workers, ordered_map
 
 LINES_SKIPPED = 3  # exit status when input lines were skipped (1 stays --strict's "a call was rejected")
+# The longest JSON Lines line read (its newline not counted), by default: a whole 1M-token output is
+# about 4 MB of text, 24 MB at worst JSON-escaped (`\u00XX` per byte); 64 MiB holds it with room, and
+# bounds what one line can cost (reading it, then a few times that decoded).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+_SKIP_READ = 1024 * 1024  # the bytes read at a time while passing over a line that is too long
 PARQUET_BATCH_ROWS = 4096
 
 
@@ -43,6 +50,9 @@ def add_file_flags(sub: argparse.ArgumentParser) -> None:
                      help="with --jsonl/--parquet: processes that parse (default: every core; 1: this process)")
     sub.add_argument("--output", "-o", metavar="FILE",
                      help="with --jsonl: write here instead of stdout; with --parquet: the Parquet file to write")
+    sub.add_argument("--max-line-bytes", type=int, metavar="N",
+                     help=f"with --jsonl: a longer line is reported and skipped, never read whole "
+                          f"(default {MAX_LINE_BYTES}: 64 MiB)")
 
 
 class Progress:
@@ -90,6 +100,8 @@ def _jsonl_row(field: str, options: Options, numbered: tuple[int, bytes]) -> tup
         return False, f"line {number}: not UTF-8 text (byte {line[error.start]:#04x} at {error.start})", False
     except ValueError as error:
         return False, f"line {number}: not JSON ({error})", False
+    except RecursionError:
+        return False, f"line {number}: nested too deeply for the JSON reader", False
     if not isinstance(record, dict):
         return False, f"line {number}: not a JSON object", False
     text = record.get(field)
@@ -100,7 +112,11 @@ def _jsonl_row(field: str, options: Options, numbered: tuple[int, bytes]) -> tup
         return False, f"line {number}: already has a 'message' field", False
     message = parse_with(options, text)
     record["message"] = {**message.to_openai(), "rejected": rejected_list(message)}
-    return True, (json.dumps(record, ensure_ascii=False) + "\n").encode(), bool(message.rejected)
+    try:
+        written = json.dumps(record, ensure_ascii=False)
+    except RecursionError:  # read at the reader's depth bound, one level deeper in the output
+        return False, f"line {number}: nested too deeply for the JSON writer", False
+    return True, (written + "\n").encode(), bool(message.rejected)
 
 
 class _Encoding:
@@ -125,10 +141,22 @@ def _bytes_of(out: TextIO) -> BinaryIO | _Encoding:
     return buffer  # type: ignore[no-any-return]
 
 
-def _numbered_lines(source: BinaryIO, read: list[int]) -> Iterator[tuple[int, bytes]]:
-    for number, line in enumerate(source, start=1):
+def _numbered_lines(source: BinaryIO, read: list[int], limit: int, skipped: list[int]) -> Iterator[tuple[int, bytes]]:
+    """The lines that are not blank, numbered. One longer than `limit` bytes (its newline not counted)
+    is reported when its first `limit + 1` bytes are read, counted in `skipped[0]`, and passed over
+    `_SKIP_READ` bytes at a time: no line is held whole past the bound."""
+    number = 0
+    while line := source.readline(limit + 1):
+        number += 1
         read[0] += len(line)
-        if line.strip():  # blank lines are not records (a trailing one is common): passed over silently
+        if len(line) > limit and not line.endswith(b"\n"):
+            skipped[0] += 1
+            print(f"streamparse: line {number}: longer than --max-line-bytes ({limit} bytes); skipped",
+                  file=sys.stderr, flush=True)
+            while (rest := source.readline(_SKIP_READ)) and not rest.endswith(b"\n"):
+                read[0] += len(rest)
+            read[0] += len(rest)
+        elif line.strip():  # blank lines are not records (a trailing one is common): passed over silently
             yield number, line
 
 
@@ -151,11 +179,20 @@ def _not_the_input(source: str, output: str | None) -> None:
         raise UsageError(f"--output {output} is the input file; write the results to another file")
 
 
+def _max_line_bytes(opts: argparse.Namespace) -> int:
+    if opts.max_line_bytes is None:
+        return MAX_LINE_BYTES
+    if opts.max_line_bytes < 1:
+        raise UsageError(f"--max-line-bytes must be at least 1, not {opts.max_line_bytes}")
+    return int(opts.max_line_bytes)
+
+
 def parse_jsonl(opts: argparse.Namespace, out: TextIO) -> int:
     options = _checked_options(opts)
     workers = _workers(opts)
+    limit = _max_line_bytes(opts)
     _not_the_input(opts.jsonl, opts.output)
-    read = [0]
+    read, too_long = [0], [0]
     progress = Progress(_size(opts.jsonl))
     rows = skipped = rejected = 0
     with ExitStack() as stack:
@@ -164,7 +201,8 @@ def parse_jsonl(opts: argparse.Namespace, out: TextIO) -> int:
             sink = stack.enter_context(open(opts.output, "wb")) if opts.output else _bytes_of(out)
         except OSError as error:
             raise UsageError(str(error)) from None
-        results = ordered_map(partial(_jsonl_row, opts.field), _numbered_lines(source, read), options, workers)
+        lines = _numbered_lines(source, read, limit, too_long)
+        results = ordered_map(partial(_jsonl_row, opts.field), lines, options, workers)
         for _, written, was_rejected in results:
             if isinstance(written, bytes):  # (a skipped line's reason is text)
                 sink.write(written)
@@ -176,7 +214,7 @@ def parse_jsonl(opts: argparse.Namespace, out: TextIO) -> int:
             progress.update(rows, read[0])
         sink.flush()
     progress.update(rows, read[0], final=True)
-    return _exit_status(opts, rows, skipped, rejected)
+    return _exit_status(opts, rows, skipped + too_long[0], rejected)
 
 
 def _exit_status(opts: argparse.Namespace, rows: int, skipped: int, rejected: int) -> int:
@@ -214,6 +252,8 @@ def parse_parquet(opts: argparse.Namespace) -> int:
     workers = _workers(opts)
     if not opts.output:
         raise UsageError("--parquet needs --output FILE (the Parquet file to write)")
+    if opts.max_line_bytes is not None:
+        raise UsageError("--max-line-bytes goes with --jsonl (a Parquet file has no lines)")
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..grammar_ir import EMPTY, GrammarUnsupported, Node, alt, optional, seq
+from ..grammar_ir import GrammarUnsupported, Node, optional, ordered_members, seq
 
 
 def parameters_in_order(parameters: Mapping[str, Any]) -> list[tuple[str, Any, bool]]:
@@ -44,31 +44,13 @@ def with_definitions(schema: Any, root: Mapping[str, Any]) -> Any:
 
 def in_order(parts: Sequence[tuple[Node, bool]], separator: Node | None = None, *, at_least_one: bool = False) -> Node:
     """The parts one after another, each (node, required); an optional part may be left out, with
-    `separator` between two written parts. `at_least_one`: not all may be left out. Grows with the
-    square of the number of optional parts when there is a separator, linearly otherwise."""
+    `separator` between two written parts. `at_least_one`: not all may be left out. Size: O(n log n)
+    nodes for n parts (`grammar_ir.ordered_members`), linear without a separator."""
+    if not parts and at_least_one:
+        raise GrammarUnsupported("an object with no property cannot be written here")
     if separator is None and not at_least_one:
         return seq(*(node if required else optional(node) for node, required in parts))
-
-    def after(index: int) -> Node:  # the parts from `index` on, after a written one
-        if separator is None:
-            return seq(*(node if required else optional(node) for node, required in parts[index:]))
-        return seq(*(seq(separator, node) if required else optional(seq(separator, node))
-                     for node, required in parts[index:]))
-
-    def first(index: int) -> Node | None:  # the parts from `index` on, none written before
-        if index == len(parts):
-            return None if at_least_one else EMPTY
-        node, required = parts[index]
-        taken = seq(node, after(index + 1))
-        if required:
-            return taken
-        skipped = first(index + 1)
-        return taken if skipped is None else alt(taken, skipped)
-
-    found = first(0)
-    if found is None:
-        raise GrammarUnsupported("an object with no property cannot be written here")
-    return found
+    return ordered_members(parts, separator, at_least_one=at_least_one)
 
 
 def enum_strings(schema: Any) -> list[str] | None:

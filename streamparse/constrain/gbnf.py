@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..grammar_ir import Json, Lit, Node, Regex, Special, Text
 from .json_gbnf import JsonRules
-from .terms import ExpressionWriter, RuleSet, char_class, literal, regex_rule
+from .terms import ExpressionWriter, RuleSet, char_class, literal, regex_rule, too_deep
 
 
 class _Writer(ExpressionWriter):
@@ -68,5 +68,8 @@ class _Writer(ExpressionWriter):
 def gbnf(node: Node) -> str:
     """The GBNF grammar whose `root` rule is `node`."""
     writer = _Writer()
-    root = writer.expression(node)
+    try:
+        root = writer.expression(node)
+    except RecursionError:
+        raise too_deep("GBNF") from None
     return writer.rules.text(root)

@@ -8,6 +8,11 @@ when none are), `items` with `minItems`/`maxItems`, string `minLength`/`maxLengt
 `format`, `patternProperties`, `not`, conditionals, several `allOf` parts, a pattern outside the
 subset) is the generic JSON value of the type the schema names, or any JSON value: the grammar then
 allows text the tools check may still reject.
+
+Each schema is a rule of its own, referred to by name: a schema's rule body names its subschemas'
+rules, which are written after it (a work list), so a schema nested or `$ref`-chained any depth deep
+is written without recursing as deep (the `Json` node's depth bound, `grammar_ir.JSON_DEPTH`, holds
+for every syntax).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..grammar_ir import GrammarUnsupported
+from ..grammar_ir import GrammarUnsupported, check_json_depth
 from .terms import RuleSet, bounds, literal, regex_rule
 
 _WS = '[ \\t\\n\\r]{0,16}'
@@ -44,11 +49,17 @@ class JsonRules:
         self._rules = rules
         self._root: Any = None
         self._generic: dict[str, str] = {}
+        self._pending: list[tuple[str, Mapping[str, Any], str]] = []  # (rule, schema, pointer) to write
 
     def value(self, schema: Mapping[str, Any] | bool) -> str:
         """The rule of a whole schema document (its `$ref`s resolve against it)."""
+        check_json_depth(schema)
         self._root = schema
-        return self._schema(schema, "#")
+        name = self._schema(schema, "#")
+        while self._pending:
+            rule, subschema, pointer = self._pending.pop()
+            self._rules.define(rule, self._body(subschema, pointer))
+        return name
 
     # ----------------------------------------------------------------- the generic JSON value
 
@@ -88,24 +99,41 @@ class JsonRules:
     # ----------------------------------------------------------------- schemas
 
     def _schema(self, schema: Any, pointer: str) -> str:
+        """The rule of the schema at `pointer`. A schema with a `$ref` is its target's (its other
+        keywords are not read): a chain of references is followed here, in a loop, to the schema
+        it ends at, and every pointer on the way names that one rule."""
         key = (id(self._root), pointer)
         found = self._rules.known(key)
-        if found is not None:
-            return found
-        if schema is True or schema == {}:
-            return self._basic("value")
+        chain, seen = [key], {key}
+        while found is None and isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
+            ref = schema["$ref"]
+            if not ref.startswith("#"):
+                schema = True  # a remote reference: not followed, any value
+                break
+            schema, key = self._target(ref), (id(self._root), ref)
+            found = self._rules.known(key)
+            if key in seen:
+                raise GrammarUnsupported(f"the $ref {ref!r} leads back to itself through references alone: "
+                                         "it describes no value; give the schema a type")
+            chain.append(key)
+            seen.add(key)
+        if found is None:
+            found = self._rule(schema, key[1])
+        for on_the_way in chain:
+            self._rules.remember(on_the_way, found)
+        return found
+
+    def _rule(self, schema: Any, pointer: str) -> str:
+        """A new rule for a schema without a `$ref`, its body written later (`value`)."""
         if schema is False:
             raise GrammarUnsupported(f"the schema at {pointer} is false: no value is valid")
-        if not isinstance(schema, Mapping):
+        if not isinstance(schema, Mapping) or not schema:  # `true`, `{}`, or not a schema: any value
             return self._basic("value")
         name = self._rules.reserve("schema")
-        self._rules.remember(key, name)
-        self._rules.define(name, self._body(schema, pointer))
+        self._pending.append((name, schema, pointer))
         return name
 
     def _body(self, schema: Mapping[str, Any], pointer: str) -> str:
-        if isinstance(schema.get("$ref"), str):
-            return self._ref(schema["$ref"])
         if "const" in schema:
             return literal(json.dumps(schema["const"], ensure_ascii=False))
         if isinstance(schema.get("enum"), list) and schema["enum"]:
@@ -127,9 +155,8 @@ class JsonRules:
             return self._typed(schema, "array", pointer)
         return self._basic("value")
 
-    def _ref(self, ref: str) -> str:
-        if not ref.startswith("#"):
-            return self._basic("value")  # a remote reference: not followed
+    def _target(self, ref: str) -> Any:
+        """The schema a local `$ref` points to in the document."""
         target: Any = self._root
         for written in [s for s in ref[1:].split("/") if s]:
             step = written.replace("~1", "/").replace("~0", "~")
@@ -139,7 +166,7 @@ class JsonRules:
                 target = target[int(step)]
             else:
                 raise GrammarUnsupported(f"the $ref {ref!r} does not resolve in its schema")
-        return self._schema(target, ref)
+        return target
 
     def _typed(self, schema: Mapping[str, Any], kind: str, pointer: str) -> str:
         if kind == "object":

@@ -28,7 +28,8 @@ import re
 from collections.abc import Mapping
 
 from ..grammar_ir import EMPTY, Alt, GrammarUnsupported, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, seq
-from .terms import ExpressionWriter
+from ..grammar_ir import check_json_depth as _check_json_depth
+from .terms import ExpressionWriter, too_deep
 
 _META = set("\\.+*?()|[]{}^$#&-~/")
 _ANY = "(?s:.*)"
@@ -121,6 +122,7 @@ class _Writer(ExpressionWriter):
         if isinstance(node, Special):
             return _token(node.text, self._token_ids)
         if isinstance(node, Json):
+            _check_json_depth(node.schema)
             schema = node.schema
             if self._unicode_escapes and schema is not False:  # at the top level (`True`: any value)
                 schema = {**_UNICODE_ESCAPES, **(schema if isinstance(schema, Mapping) else {})}
@@ -183,5 +185,8 @@ def lark(node: Node, token_ids: Mapping[str, int] | None = None, unicode_escapes
     """The Lark grammar whose `start` rule is `node` (`unicode_escapes`: JSON strings may hold a
     `\\uXXXX` escape of a printable character, with llguidance 1.8 and later)."""
     writer = _Writer(token_ids or {}, unicode_escapes)
-    start = writer.expression(node)
+    try:
+        start = writer.expression(node)
+    except RecursionError:
+        raise too_deep("Lark") from None
     return "\n".join([f"start: {start}", *writer.rules]) + "\n"

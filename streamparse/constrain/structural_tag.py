@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..grammar_ir import Alt, Json, Lit, Node, Regex, Repeat, Seq, Special, Text
+from ..grammar_ir import Alt, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, check_json_depth
+from .terms import too_deep
 
 
 def structural_tag(node: Node) -> dict[str, Any]:
     """The whole structural tag whose format is `node`."""
-    return {"type": "structural_tag", "format": format_of(node)}
+    try:
+        return {"type": "structural_tag", "format": format_of(node)}
+    except RecursionError:
+        raise too_deep("a structural tag") from None
 
 
 def format_of(node: Node) -> dict[str, Any]:
@@ -23,6 +27,7 @@ def format_of(node: Node) -> dict[str, Any]:
     if isinstance(node, (Lit, Special)):
         return {"type": "const_string", "value": node.text}
     if isinstance(node, Json):
+        check_json_depth(node.schema)
         return {"type": "json_schema", "json_schema": node.schema}
     if isinstance(node, Text):
         return {"type": "any_text", "excludes": list(node.stops)}

@@ -8,6 +8,7 @@ import importlib
 import re
 import sys
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from ..grammar_ir import Alt, GrammarUnsupported, Node, Repeat, Seq
@@ -50,6 +51,13 @@ def bounds(least: int, most: int | None) -> str:
     if least == most:
         return f"{{{least}}}"
     return f"{{{least},}}" if most is None else f"{{{least},{most}}}"
+
+
+def too_deep(syntax: str) -> GrammarUnsupported:
+    """What a writer raises where the grammar nests deeper than Python's stack follows (the IR's
+    nodes are built shallow: a last guard, never the way a bound is kept)."""
+    return GrammarUnsupported(f"the grammar nests too deeply to be written as {syntax}: simplify the tool's "
+                              "schema (fewer nested levels or optional properties)")
 
 
 class ExpressionWriter:
@@ -128,14 +136,19 @@ _CATEGORIES = {
 }
 
 
+@lru_cache(maxsize=1024)  # a pattern is written once per place it stands (each member of a tool's arguments)
 def regex_rule(pattern: str) -> str:
     """A regular expression (the portable subset; anchors `^`/`$` are dropped: a grammar matches
-    whole) as a GBNF expression. `GrammarUnsupported` for anything else (lookarounds, backreferences)."""
+    whole) as a GBNF expression. `GrammarUnsupported` for anything else (lookarounds, backreferences)
+    and for groups nested deeper than Python's regex parser (and this writer) recurse."""
     try:
         parsed = _sre_parse.parse(pattern)
+        return _sequence(list(parsed), pattern) or '""'
     except re.error as error:
         raise GrammarUnsupported(f"the pattern {pattern!r} does not compile: {error}") from error
-    return _sequence(list(parsed), pattern) or '""'
+    except RecursionError:
+        raise GrammarUnsupported(f"the pattern {pattern[:40]!r}... nests its groups too deeply for a grammar; "
+                                 "write it with fewer nested groups") from None
 
 
 def _sequence(items: list[tuple[Any, Any]], pattern: str) -> str:
