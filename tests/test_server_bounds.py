@@ -364,3 +364,45 @@ def test_chat_template_kwargs_cannot_replace_what_the_proxy_sets(spinning: Serve
     assert response.status_code == 400
     assert response.json()["error"]["param"] == f"chat_template_kwargs.{key}"
     assert "cannot replace it" in response.json()["error"]["message"]
+
+
+# --------------------------------------------------------------------------------------------
+# Grammars a request makes: deep schemas are a 400, not a RecursionError
+# --------------------------------------------------------------------------------------------
+
+def _chain(depth: int) -> dict[str, Any]:
+    """A JSON Schema whose `$ref`s chain `depth` deep before they reach a type."""
+    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(depth)}
+    defs[f"d{depth}"] = {"type": "string"}
+    return {"type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_proxy(upstream: Upstream, tmp_path_factory: Any) -> Iterator[Server]:
+    path = tmp_path_factory.mktemp("plain") / "chat_template.jinja"
+    path.write_text(SPINNING)
+    server = Server(upstream.url, path, "--format", "hermes", "--upstream-kind", "llama.cpp")
+    yield server
+    server.stop()
+
+
+def test_a_response_format_chained_1500_deep_is_sent_as_a_grammar(
+        llama_cpp_proxy: Server, upstream: Upstream) -> None:
+    key = upstream.script("deep-schema", Script(['{"a": "text"}']))
+    response = httpx.post(llama_cpp_proxy.url + "/chat/completions", timeout=60, json={
+        "model": "m", "messages": [{"role": "user", "content": f"{key} answer"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "deep", "schema": _chain(1500)}}})
+    # was a 500 (RecursionError in json_gbnf._ref): the chain is followed in a loop to the type it names
+    assert response.status_code == 200, response.text
+    assert "root ::=" in upstream.last("deep-schema")["grammar"]
+
+
+def test_a_tool_chained_1000_deep_under_required_is_sent_as_a_grammar(llama_cpp_proxy: Server,
+                                                                      upstream: Upstream) -> None:
+    key = upstream.script("deep-tool", Script(['<tool_call>\n{"name": "f", "arguments": {"a": "x"}}\n</tool_call>']))
+    tools = [{"type": "function", "function": {"name": "f", "parameters": _chain(1000)}}]
+    response = httpx.post(llama_cpp_proxy.url + "/chat/completions", timeout=60, json={
+        "model": "m", "messages": [{"role": "user", "content": f"{key} call"}], "tools": tools,
+        "tool_choice": "required"})
+    assert response.status_code == 200, response.text  # was a 500 (RecursionError)
+    assert "<tool_call>" in upstream.last("deep-tool")["grammar"]  # required: the whole output is a call

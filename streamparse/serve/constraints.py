@@ -109,7 +109,11 @@ def upstream_fields(kind: str, format: str, constraint: Constraint,
     into a body, never change it). `Unenforceable` when the format's grammar cannot express the choice
     (`grammar_for` raises)."""
     if constraint.schema is not None:
-        return _json_fields(kind, format, json.loads(constraint.schema), constraint.forced_open, marker_suffix)
+        try:
+            return _json_fields(kind, format, json.loads(constraint.schema), constraint.forced_open, marker_suffix)
+        except ValueError as error:  # GrammarUnsupported: a schema too deep (or a chain of $refs) to write
+            raise Unenforceable(f"response_format cannot be enforced for the {format} format: {error}",
+                                "response_format") from None
     choice = json.loads(constraint.choice)
     shape = {"tool_choice": choice, "parallel_tool_calls": constraint.parallel,
              "thinking_forced_open": constraint.forced_open, "marker_suffix": marker_suffix}
