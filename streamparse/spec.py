@@ -308,7 +308,8 @@ class MessageSpec:
     `lead`: ordinary text that, at the very start of the output, continues the generation prompt's
     open header (` to=` after harmony's `<|start|>assistant`), when a header opener follows it with
     no whitespace in between. A header longer than `header_limit` is not a header: its text is content.
-    `opened_by_prompt` and `openers_end_bodies`: below.
+    `opened_by_prompt`, `openers_end_bodies`, `header_end_at_start`, `lead_opens_headers`,
+    `call_headers_end_reasoning`: below.
     """
 
     openers: tuple[str, ...]
@@ -324,6 +325,16 @@ class MessageSpec:
     # A header opener also ends the body before it (Functionary v3.2 has no terminators: a message
     # runs to the next `>>>`); in a call's body the kind's scanner ends it there (outside JSON strings).
     openers_end_bodies: bool = False
+    # The header end alone at the very start of the output is a whole header with nothing in it: the
+    # generation prompt wrote the opener and the role (Muse Glimmer's `<|message|>` after `<|start|>assistant`).
+    header_end_at_start: bool = False
+    # The `lead` opens a header anywhere outside messages, not only at the start: text before it is
+    # content (Muse Glimmer: "text before the first header is content").
+    lead_opens_headers: bool = False
+    # The `lead` inside a reasoning body opens a header there: one that routes to a call ends the
+    # reasoning and opens the call (Muse Glimmer's ` to=NAME<|message|>` written before the reasoning's
+    # terminator); any other, complete or not, is reasoning text.
+    call_headers_end_reasoning: bool = False
     # How a grammar writes the messages (None: no grammar layout declared).
     layout: MessageLayout | None = None
 

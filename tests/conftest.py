@@ -190,7 +190,7 @@ def shared_cases(fmt: str) -> list[dict[str, object]]:
     """The real-template cases of one format (streamparse's name) from every cases file; none
     when `../shared` is not beside the checkout."""
     found: list[dict[str, object]] = []
-    for name in ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json"):
+    for name in ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json", "cases_wave4.json"):
         path = SHARED / "templates" / name
         if path.exists():
             found += [case for case in json.loads(path.read_text()) if case["format"] == fmt]

@@ -14,7 +14,7 @@ from conftest import FIXTURES, FORMAT_NAMES, SHARED
 
 import streamparse
 
-CASE_FILES = ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json")
+CASE_FILES = ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json", "cases_wave4.json")
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral", "mistral_call_id": "mistral",
                 "mistral_args": "mistral"}  # any other case format is a streamparse name as it stands
 

@@ -54,6 +54,8 @@ EXPECTED.update({
     "Step-3.5-Flash.jinja": "qwen3_coder", "Hunyuan-A13B-Instruct-2025-08-21.jinja": None,
     "Phi-4-mini-instruct.jinja": None,
 })
+# Fourth wave (cases_wave4.json; Decision 22): Muse Glimmer's ATEM block with `<|eom|>`.
+EXPECTED.update({"muse_glimmer_training.jinja": "muse_glimmer"})
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral",
                 "mistral_call_id": "mistral", "mistral_args": "mistral"}
 shared = pytest.mark.skipif(not CASES.exists(), reason="../shared/templates is not beside this checkout")

@@ -19,15 +19,18 @@ from streamparse.constrain.lark import lark
 from streamparse.grammar_ir import Special
 from streamparse.registry import get_format
 
-CASE_FILES = ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json")
+CASE_FILES = ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json", "cases_wave4.json")
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral", "mistral_call_id": "mistral",
                 "mistral_args": "mistral"}
 SYNTAXES = ("structural_tag", "lark", "gbnf")
 
 
 def _cases() -> list[dict[str, Any]]:
+    """The cases of the formats streamparse has (a cases file may hold formats not added yet)."""
+    known = set(streamparse.formats())
     return [case for name in CASE_FILES if (SHARED / "templates" / name).exists()
-            for case in json.loads((SHARED / "templates" / name).read_text(encoding="utf-8"))]
+            for case in json.loads((SHARED / "templates" / name).read_text(encoding="utf-8"))
+            if CASE_FORMATS.get(case["format"], case["format"]) in known]
 
 
 CASES = _cases()

@@ -50,8 +50,8 @@ from streamparse.spec import EnvelopeSpec, FormatSpec
 
 ENVELOPE_FORMATS = ("qwen3_coder", "glm45", "minimax_m2", "seed_oss", "deepseek_v3_2", "hy_v3", "mimo_v2", "step3",
                     "solar_open2", "kimi_k3", "minimax_m3", "gemma4")
-MESSAGE_FORMATS = ("gpt_oss", "functionary_v3_2")
-CASE_FILES = ("cases.json", "cases_more.json", "cases_new_families.json", "cases_wave3.json")
+MESSAGE_FORMATS = ("gpt_oss", "functionary_v3_2", "muse_glimmer")
+CASE_FILES = ("cases.json", "cases_more.json", "cases_new_families.json", "cases_wave3.json", "cases_wave4.json")
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2"}
 
 

@@ -19,7 +19,8 @@ CASE_FORMATS = {"hermes": "hermes", "qwen3_coder": "qwen3_coder", "deepseek_r1":
                 "deepseek_v3_1": "deepseek_v3_1", "deepseek_v3_2_dsml": "deepseek_v3_2",
                 "mistral_nemo": "mistral", "mistral_call_id": "mistral", "mistral_args": "mistral"}
 # Every cases file beside cases.json (the second wave's formats are named as they stand).
-ALL_CASES = [c for name in ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json")
+ALL_CASES = [c for name in ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json",
+                           "cases_wave4.json")
              if (CASES.parent / name).exists() for c in json.loads((CASES.parent / name).read_text())]
 IN_CASES = sorted({CASE_FORMATS.get(c["format"], c["format"]) for c in ALL_CASES} & set(FORMAT_NAMES))
 

@@ -44,6 +44,9 @@ class MessageState:
     lead: bool = False  # the header so far is the lead and ordinary text after it
     position: int = 0  # where the header starts in the output
     region: Region | None = None  # the region of the body being read
+    # The reasoning body a header opened inside (`call_headers_end_reasoning`): unless the header routes
+    # to a call, its text goes back there and the body goes on.
+    within: Region | None = None
     after_terminator: bool = True  # only whitespace since the last terminator (or the start)
     ws: list[str] = field(default_factory=list)  # that whitespace: framing if a header follows
     ws_length: int = 0
@@ -86,7 +89,13 @@ def read_outside(parser: MessageParser, text: str, pos: int) -> int:
             state.at_start = False
             _open_header(parser, lead, pos, order=0, lead=True)
             return pos + len(lead)
-        if lead and lead.startswith(text[pos:]):
+        whole = state.spec.header_end if state.spec.header_end_at_start else ""
+        if whole and text.startswith(whole, pos):  # the prompt wrote the whole header
+            state.at_start = False
+            _open_header(parser, "", pos, order=0)
+            _route(parser)
+            return pos + len(whole)
+        if (lead and lead.startswith(text[pos:])) or (whole and whole.startswith(text[pos:])):
             return parser._hold(text, pos)
         state.at_start = False
     delimiters = parser._sets.message_outside
@@ -99,6 +108,8 @@ def read_outside(parser: MessageParser, text: str, pos: int) -> int:
     found = match.group()
     if found in state.spec.terminators:
         state.after_terminator = True
+    elif found == state.spec.lead:  # `lead_opens_headers`
+        _open_header(parser, found, match.start(), order=0, lead=True)
     else:
         _open_header(parser, found, match.start(), state.spec.openers.index(found))
     return match.end()
@@ -140,17 +151,23 @@ def read_header(parser: MessageParser, text: str, pos: int) -> int:
 
 
 def read_body(parser: MessageParser, text: str, pos: int) -> int:
-    """A reasoning or content body, streamed, up to a terminator (or a header opener, `openers_end_bodies`)."""
+    """A reasoning or content body, streamed, up to a terminator (or a header opener, `openers_end_bodies`;
+    or, in reasoning, a call header, `call_headers_end_reasoning`)."""
     state = _state(parser)
     region = state.region
     assert region is not None
-    delimiters = parser._sets.message_body
+    output = parser._output
+    delimiters = parser._sets.message_reasoning_body if region is output.reasoning else parser._sets.message_body
     match = delimiters.search(text, pos)
     if match is None:
         held = max(pos, delimiters.held_from(text))
-        parser._output.emit_text(region, text[pos:held])
+        output.emit_text(region, text[pos:held])
         return parser._hold(text, held)
-    parser._output.emit_text(region, text[pos: match.start()])
+    output.emit_text(region, text[pos: match.start()])
+    if match.group() == state.spec.lead:  # maybe a call header: held, and the body's text again if not
+        state.within = region
+        _open_header(parser, match.group(), match.start(), order=0, lead=True)
+        return match.end()
     parser._mode = OUTSIDE
     state.after_terminator = True
     if match.group() not in state.spec.terminators:  # a header opener (`openers_end_bodies`): it opens the next
@@ -191,11 +208,27 @@ def _open_header(parser: MessageParser, opener: str, at: int, order: int, lead: 
 
 
 def _header_is_text(parser: MessageParser) -> None:
-    """What looked like a header is not one (the lead, ordinary text; a header past the limit): content."""
+    """What looked like a header is not one (the lead, ordinary text; a header past the limit): content,
+    or the text of the body it was read in."""
     state = _state(parser)
-    parser._mode = OUTSIDE
     state.lead = False
-    _outside_text(parser, state.take_header())
+    header = state.take_header()
+    if _back_to_body(parser, header):
+        return
+    parser._mode = OUTSIDE
+    _outside_text(parser, header)
+
+
+def _back_to_body(parser: MessageParser, text: str) -> bool:
+    """A header read inside a body that is no call header: its text is the body's, which goes on."""
+    state = _state(parser)
+    region, state.within = state.within, None
+    if region is None:
+        return False
+    parser._output.emit_text(region, text)
+    state.region = region
+    parser._mode = BODY
+    return True
 
 
 def _route(parser: MessageParser) -> None:
@@ -203,6 +236,9 @@ def _route(parser: MessageParser) -> None:
     state = _state(parser)
     header = state.take_header()
     route = state.spec.route(header, True)
+    if route.region != CALL and _back_to_body(parser, header + state.spec.header_end):
+        return
+    state.within = None
     if route.region == CALL:
         _open_call(parser, header + state.spec.header_end, route.name)
         return
@@ -228,8 +264,12 @@ def _cut(parser: MessageParser) -> None:
     """A header cut off (by the end of output, a terminator, another header): framing, or a rejected call."""
     state = _state(parser)
     header = state.take_header()
-    parser._mode = OUTSIDE
     state.lead = False
+    if _back_to_body(parser, header):  # a body's text, which what cut it off ends
+        parser._mode = OUTSIDE
+        state.after_terminator = True
+        return
+    parser._mode = OUTSIDE
     state.after_terminator = True
     route = state.spec.route(header, False)
     if route.region != CALL:
@@ -266,8 +306,8 @@ def held_back(parser: MessageParser) -> int:
     being read is not counted, like an envelope's opener: it becomes framing or a call's opener, and
     content only when it runs past `header_limit` (which bounds it)."""
     state = _state(parser)
-    if parser._mode == HEADER:
-        return 0
+    if parser._mode == HEADER:  # (one read inside a body may yet be the body's text)
+        return state.header_length if state.within is not None else 0
     if parser._mode == BODY:
         assert state.region is not None
         return len(parser._carry) + state.region.pending_length
