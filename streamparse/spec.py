@@ -309,7 +309,8 @@ class MessageSpec:
     open header (` to=` after harmony's `<|start|>assistant`), when a header opener follows it with
     no whitespace in between. A header longer than `header_limit` is not a header: its text is content.
     `opened_by_prompt`, `openers_end_bodies`, `header_end_at_start`, `lead_opens_headers`,
-    `call_headers_end_reasoning`: below.
+    `call_headers_end_reasoning`, `marker_headers`, `forced_open_header`: below. A header cut off whose
+    route is content is content (its text after its opener).
     """
 
     openers: tuple[str, ...]
@@ -335,12 +336,20 @@ class MessageSpec:
     # reasoning and opens the call (Muse Glimmer's ` to=NAME<|message|>` written before the reasoning's
     # terminator); any other, complete or not, is reasoning text.
     call_headers_end_reasoning: bool = False
+    # Markers that end a header and are part of it (the route reads the header with its marker): Inkling's
+    # content kinds (`<|content_text|>`, `<|content_invoke_tool_json|>` …), with no `header_end` ("").
+    # Outside messages such a marker is a whole header; inside a body it ends the body and opens its own.
+    marker_headers: tuple[str, ...] = ()
+    # With `thinking_forced_open`, the header the generation prompt ended with: the output starts in
+    # its body (Inkling's `<|content_thinking|>`).
+    forced_open_header: str = ""
     # How a grammar writes the messages (None: no grammar layout declared).
     layout: MessageLayout | None = None
 
     @property
     def delimiters(self) -> tuple[str, ...]:
-        return (*self.openers, self.header_end, *self.terminators, *((self.lead,) if self.lead else ()))
+        return tuple(delimiter for delimiter in (*self.openers, self.header_end, *self.marker_headers,
+                                                 *self.terminators, self.lead) if delimiter)
 
 
 @dataclass(frozen=True)
@@ -414,9 +423,12 @@ class FormatSpec:
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
 
-        Never for headed messages: the prompt's open header is read as the first message's."""
+        For headed messages, only where the prompt ends with the header of a reasoning body the format
+        declares (`MessageSpec.forced_open_header`): otherwise the prompt's open header is read as the first
+        message's."""
         if self.messages is not None:
-            return False
+            header = self.messages.forced_open_header
+            return bool(header) and prompt.rstrip(" ").endswith(header)
         last_open = -1
         closer_after = False
         for opener, closer in self.reasoning:

@@ -133,7 +133,7 @@ def _headers(text: str, fmt: str, tokens: list[streamparse.Token] | None) -> lis
     messages = get_format(fmt).messages
     if messages is None:
         return []
-    ends = {messages.header_end, *messages.terminators}
+    ends = {messages.header_end, *messages.marker_headers, *messages.terminators} - {""}
     if tokens is None:
         tokens = [streamparse.Token(piece, special=True) if piece in ends or piece in messages.openers
                   else streamparse.Token(piece)

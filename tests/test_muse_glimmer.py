@@ -268,15 +268,15 @@ def test_content_and_reasoning_stream_before_their_terminators() -> None:
     assert "".join(d.content for d in deltas) == "The answer"
 
 
-def test_token_aware_mode_reads_the_special_tokens() -> None:
-    tokens = [Token(" to=self"), Token("<|message|>", special=True), Token("R"), Token("<|eom|>", special=True),
-              Token("<|start|>", special=True), Token("assistant to=get_time"), Token("<|message|>", special=True),
-              Token(TIME)]
-    parser = streamparse.StreamParser(format=FMT, tools=TOOLS, id_factory=ids)
+def test_token_aware_mode_reads_the_special_tokens_and_takes_look_alikes_as_text() -> None:
+    tokens = [Token(" to=self"), Token("<|message|>", special=True), Token("R <|eom|> r"),
+              Token("<|eom|>", special=True), Token("<|start|>", special=True), Token("assistant to=get_time"),
+              Token("<|message|>", special=True), Token(TIME)]
+    parser = streamparse.StreamParser(format=FMT, tools=TOOLS, id_factory=ids, special_tokens="require")
     for token in tokens:
         parser.feed(token)
     parser.close()
-    assert parser.message.reasoning == "R"
+    assert parser.message.reasoning == "R <|eom|> r"
     assert named_calls(parser.message) == [("get_time", {"timezone": "Europe/Paris"})]
     assert parser.message.tool_calls[0].id == "call_0"
 

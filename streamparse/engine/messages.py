@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..scanning import hold_merged
-from ..spec import CALL, REASONING, Envelope, EnvelopeSpec, MessageSpec, Rejection
+from ..spec import CALL, CONTENT, REASONING, Envelope, EnvelopeSpec, MessageSpec, Rejection
 from ..types import TRUNCATED
 from .envelopes import ENVELOPE_MODE, OpenEnvelope
 from .reading import ParserState
@@ -79,6 +79,11 @@ def _state(parser: MessageParser) -> MessageState:
 def read_outside(parser: MessageParser, text: str, pos: int) -> int:
     """Text between messages: content; stray terminators are framing; a header opener opens a header."""
     state = _state(parser)
+    if state.at_start and parser._forced and state.spec.forced_open_header:  # the prompt opened reasoning
+        state.at_start = False
+        _open_header(parser, state.spec.forced_open_header, pos, order=0)
+        _route(parser)
+        return pos
     if state.at_start and state.spec.opened_by_prompt:  # the prompt ended with the header's opener
         state.at_start = False
         _open_header(parser, "", pos, order=0)
@@ -110,6 +115,9 @@ def read_outside(parser: MessageParser, text: str, pos: int) -> int:
         state.after_terminator = True
     elif found == state.spec.lead:  # `lead_opens_headers`
         _open_header(parser, found, match.start(), order=0, lead=True)
+    elif found in state.spec.marker_headers:  # a whole header
+        _open_header(parser, found, match.start(), order=0)
+        _route(parser)
     else:
         _open_header(parser, found, match.start(), state.spec.openers.index(found))
     return match.end()
@@ -138,6 +146,10 @@ def read_header(parser: MessageParser, text: str, pos: int) -> int:
         return parser._hold(text, stop)
     found = match.group()
     if found == spec.header_end:
+        _route(parser)
+        return match.end()
+    if found in spec.marker_headers:
+        state.header.append(found)
         _route(parser)
         return match.end()
     if found in spec.openers and spec.openers.index(found) > state.order:
@@ -272,6 +284,10 @@ def _cut(parser: MessageParser) -> None:
     parser._mode = OUTSIDE
     state.after_terminator = True
     route = state.spec.route(header, False)
+    if route.region == CONTENT:  # text no header end followed: content, without its opener
+        opener = next((o for o in state.spec.openers if header.startswith(o)), "")
+        parser._output.emit_text(parser._output.content, header[len(opener):])
+        return
     if route.region != CALL:
         return
     error = f"the message header was cut off before {state.spec.header_end}"
