@@ -9,6 +9,7 @@ import json
 
 import pytest
 from conftest import FIXTURES, agreeing, assert_every_mode_agrees, assert_nothing_lost, named_calls
+from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -188,3 +189,21 @@ def test_any_chunking_of_the_decisions_agrees(data: st.DataObject) -> None:
         f"{THINKING}R{INVOKE}" + '{"name": "get_time", "args": [1]}' + f"{END}{MODEL}{INVOKE}{TIME[:-4]}",
     ]))
     assert_every_mode_agrees(data, text, FMT, TOOLS)
+
+
+@pytest.mark.parametrize("syntax", ["structural_tag", "lark", "gbnf"])
+def test_the_grammars_accept_the_wire_and_refuse_an_unknown_tool(syntax: str) -> None:
+    tools = [{"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": {key: {"type": "string"}}, "required": [key]}}}
+        for name, key in (("get_weather", "location"), ("get_time", "timezone"))]
+    grammar = streamparse.grammar_for(FMT, tools, syntax=syntax)  # type: ignore[arg-type]
+    other = WIRE.replace("get_time", "get_date")
+
+    def accepts(text: str) -> bool:
+        if isinstance(grammar, dict):
+            return structural_tag_accepts(grammar, text)
+        if syntax == "gbnf":
+            return gbnf_accepts(grammar, text)
+        return lark_accepts(grammar, text, tuple(get_format(FMT).special))
+
+    assert accepts(WIRE) and not accepts(other)
