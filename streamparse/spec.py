@@ -12,7 +12,7 @@ import os
 import secrets
 import string
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -120,6 +120,24 @@ class Rejection:
 CallResult = ParsedCall | Rejection
 
 
+class BlockText(NamedTuple):
+    """Text a body kind found between the calls of its block that belongs to no call: content, at its
+    place (Muse Glimmer's stray `</atem:invoke>` inside the ATEM block: text inside a wrapper is content)."""
+
+    text: str
+
+
+BodyResult = CallResult | BlockText
+
+
+def calls_and_text(results: Sequence[BodyResult]) -> tuple[list[CallResult], str]:
+    """A body's results as its calls (accepted or not) and the content text between them, joined."""
+    calls = [result for result in results if not isinstance(result, BlockText)]
+    if len(calls) == len(results):
+        return calls, ""
+    return calls, "".join(result.text for result in results if isinstance(result, BlockText))
+
+
 def empty_body(envelope: Envelope, tag: str, empty: str) -> list[CallResult] | None:
     """What every body kind says of an envelope with only whitespace in it: `truncated` when the
     output ended right after its opener `tag`, else `invalid_json` saying `empty`; None otherwise."""
@@ -172,7 +190,10 @@ class BodyKind(Protocol):
         walk it reads (`scanning.Marks`) rather than walking the body again."""
         ...
 
-    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]: ...
+    def parse(self, envelope: Envelope, tools: ToolSet) -> Sequence[BodyResult]:
+        """The calls of a finished envelope; a kind that reads a block of calls may also give the text
+        between them that is no call (`BlockText`: content)."""
+        ...
 
 
 class WholeBody(Protocol):

@@ -206,6 +206,7 @@ def test_a_repeated_parameter_keeps_the_last_value() -> None:
     f"Sure. {WEATHER}",
     f"{WEATHER} and more",
     "<atem:function_calls>\n</atem:function_calls>",
+    "<atem:function_calls>no invoke</atem:function_calls>",
 ])
 def test_a_tool_message_that_is_not_one_block_of_invokes_is_invalid_json(body: str) -> None:
     text = f" to=get_weather<|message|>{body}<|eom|><|start|>assistant to=user<|message|>After."
@@ -217,12 +218,12 @@ def test_a_tool_message_that_is_not_one_block_of_invokes_is_invalid_json(body: s
     assert message.rejected[-1].raw.startswith(" to=get_weather<|message|>")
 
 
-def test_stray_text_between_invokes_is_rejected_with_its_message_and_the_calls_before_stand() -> None:
+def test_text_between_invokes_inside_the_block_is_content() -> None:
     text = " to=get_weather<|message|><atem:function_calls>\n" + invoke("get_time", timezone="UTC") \
-        + "</atem:invoke>\n" + invoke("get_weather", location="Paris") + "</atem:function_calls>"
-    message = check(text)
-    assert named_calls(message) == [("get_time", {"timezone": "UTC"})]
-    assert rejected(message) == [("invalid_json", None)]
+        + "</atem:invoke>\n" + invoke("get_weather", location="Paris") + " and so on \n</atem:function_calls>"
+    message = check(f" to=user<|message|>Before.{NEXT}{text}{NEXT} to=user<|message|>After.")
+    assert named_calls(message) == [("get_time", {"timezone": "UTC"}), ("get_weather", {"location": "Paris"})]
+    assert message.content == "Before.</atem:invoke>and so onAfter." and message.rejected == []
 
 
 def test_whitespace_around_the_block_is_framing() -> None:

@@ -11,8 +11,9 @@ take back the others.
 
 Rules: whitespace around the block and between its elements is framing; the block's closing tag, and an
 element's closing tag, may be missing where the message ends (a cut element is then `truncated` unless its
-last value closed, `tagged_params`'s `end_tag_optional`). A body that is not one block, a block with no
-call element, and text other than whitespace between the elements are `invalid_json`.
+last value closed, `tagged_params`'s `end_tag_optional`). Text other than whitespace between the elements
+is content (`BlockText`: text inside a wrapper). A body that is not one block, text after the block, and a
+block with no call element are `invalid_json`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..grammar_ir import Lit, seq
 from ..grammar_ir import Node as GrammarNode
 from ..scanning import TagScanner, WalkSource
-from ..spec import CallResult, Envelope, Rejection
+from ..spec import BlockText, BodyResult, Envelope, Rejection
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 from .tagged_params import TaggedParams
@@ -56,7 +58,7 @@ class TaggedBlock:
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> None:
         return None
 
-    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+    def parse(self, envelope: Envelope, tools: ToolSet) -> list[BodyResult]:
         body, complete = envelope.body, envelope.complete
         opening, closing = self.block
         pos = _SPACE_RUN.match(body).end()  # type: ignore[union-attr]
@@ -66,7 +68,7 @@ class TaggedBlock:
             shown = body[pos: pos + 30]
             return [Rejection(INVALID_JSON, [f"{self.tag} must hold one {opening} block, not {shown!r}"])]
         pos += len(opening)
-        results: list[CallResult] = []
+        results: list[BodyResult] = []
         closed = False
         while True:
             at = _SPACE_RUN.match(body, pos).end()  # type: ignore[union-attr]
@@ -77,14 +79,15 @@ class TaggedBlock:
             if body.startswith(closing, at):
                 closed, pos = True, at + len(closing)
             elif at < len(body) and (complete or not _prefix_of_tag(body, at, (self.call_open, closing))):
-                shown = body[at: at + 30]
-                return [*results, Rejection(INVALID_JSON, [f"unexpected text in the {opening} block: {shown!r}"])]
+                pos = _next_tag(body, at, (self.call_open, closing))  # text in the block, between calls: content
+                results.append(BlockText(body[at:pos].rstrip()))
+                continue
             break
         rest = _SPACE_RUN.match(body, pos).end()  # type: ignore[union-attr]
         if rest < len(body):
             shown = body[rest: rest + 30]
             return [*results, Rejection(INVALID_JSON, [f"unexpected text after the {opening} block: {shown!r}"])]
-        if not results:
+        if not any(not isinstance(result, BlockText) for result in results):
             if not complete and not closed:
                 return [Rejection(TRUNCATED, [f"the output ended inside the {opening} block of {self.tag}"])]
             return [Rejection(INVALID_JSON, [f"the {opening} block of {self.tag} holds no call"])]
@@ -115,6 +118,18 @@ class TaggedBlock:
 
     def calls_per_envelope(self) -> int | None:
         return 1
+
+
+def _next_tag(body: str, at: int, tags: tuple[str, ...]) -> int:
+    """Where the first of `tags` after `at` starts (the end of the body when none does): one search,
+    so that many stray pieces of text cost one pass over the body."""
+    found = _alternation(tags).search(body, at)
+    return found.start() if found is not None else len(body)
+
+
+@cache
+def _alternation(tags: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(map(re.escape, tags)))
 
 
 def _prefix_of_tag(body: str, at: int, tags: tuple[str, ...]) -> bool:
