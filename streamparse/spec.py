@@ -449,7 +449,7 @@ class FormatSpec:
         message's."""
         if self.messages is not None:
             header = self.messages.forced_open_header
-            return bool(header) and prompt.rstrip(" ").endswith(header)
+            return bool(header) and prompt.endswith(header)
         last_open = -1
         closer_after = False
         for opener, closer in self.reasoning:

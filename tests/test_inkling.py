@@ -49,7 +49,7 @@ def test_the_wire_block_of_formats_md() -> None:
     assert message.tool_calls[0].arguments_json == '{"location":"Paris, France"}'  # as written
 
 
-@pytest.mark.parametrize("name", ["reasoning_text_two_calls.txt", "named_header_call.txt", "answer.txt"])
+@pytest.mark.parametrize("name", ["reasoning_text_two_calls.txt", "named_header_call.txt", "text_answer.txt"])
 def test_the_fixtures_read_and_render_back(name: str) -> None:
     text = (FIXTURES / FMT / name).read_text()
     message = check(text)

@@ -67,7 +67,7 @@ def test_a_code_value_is_byte_exact() -> None:
 
 
 def test_the_answer_after_a_tool_result() -> None:
-    message = check((FIXTURES / FMT / "answer_after_tool.txt").read_text())
+    message = check((FIXTURES / FMT / "tool_result_answer.txt").read_text())
     assert (message.reasoning, message.content) == ("The tool said 18°C, partly cloudy.",
                                                     "It is 18°C and partly cloudy in Paris.")
 
