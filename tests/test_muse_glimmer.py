@@ -211,11 +211,9 @@ def test_a_repeated_parameter_keeps_the_last_value() -> None:
 def test_a_tool_message_that_is_not_one_block_of_invokes_is_invalid_json(body: str) -> None:
     text = f" to=get_weather<|message|>{body}<|eom|><|start|>assistant to=user<|message|>After."
     message = check(text)
-    assert [status for status, _ in rejected(message)][-1] == "invalid_json"
-    assert message.content == "After."
-    if body != f"{WEATHER} and more":
-        assert message.tool_calls == []
-    assert message.rejected[-1].raw.startswith(" to=get_weather<|message|>")
+    assert rejected(message) == [("invalid_json", None)]
+    assert message.content == "After." and message.tool_calls == []
+    assert message.rejected[0].raw == f" to=get_weather<|message|>{body}<|eom|>"
 
 
 def test_text_between_invokes_inside_the_block_is_content() -> None:

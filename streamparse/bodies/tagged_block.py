@@ -12,8 +12,8 @@ take back the others.
 Rules: whitespace around the block and between its elements is framing; the block's closing tag, and an
 element's closing tag, may be missing where the message ends (a cut element is then `truncated` unless its
 last value closed, `tagged_params`'s `end_tag_optional`). Text other than whitespace between the elements
-is content (`BlockText`: text inside a wrapper). A body that is not one block, text after the block, and a
-block with no call element are `invalid_json`.
+is content (`BlockText`: text inside a wrapper). A body that is not one block (text before or after it),
+and a block with no call element, are one `invalid_json` rejection with the message's raw text.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class TaggedBlock:
         rest = _SPACE_RUN.match(body, pos).end()  # type: ignore[union-attr]
         if rest < len(body):
             shown = body[rest: rest + 30]
-            return [*results, Rejection(INVALID_JSON, [f"unexpected text after the {opening} block: {shown!r}"])]
+            return [Rejection(INVALID_JSON, [f"unexpected text after the {opening} block: {shown!r}"])]
         if not any(not isinstance(result, BlockText) for result in results):
             if not complete and not closed:
                 return [Rejection(TRUNCATED, [f"the output ended inside the {opening} block of {self.tag}"])]
