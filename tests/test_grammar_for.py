@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from conftest import ROOT, SHARED
+from conftest import ROOT, SHARED, read_case
 from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, token_ids
 
 import streamparse
@@ -30,7 +30,7 @@ def _cases() -> list[dict[str, Any]]:
     known = set(streamparse.formats())
     return [case for name in CASE_FILES if (SHARED / "templates" / name).exists()
             for case in json.loads((SHARED / "templates" / name).read_text(encoding="utf-8"))
-            if CASE_FORMATS.get(case["format"], case["format"]) in known]
+            if CASE_FORMATS.get(case["format"], case["format"]) in known and read_case(name, case)]
 
 
 CASES = _cases()

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, read_case
 from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts, token_ids
 from hypothesis import given
 from hypothesis import strategies as st
@@ -63,7 +63,7 @@ def _cases(formats: tuple[str, ...]) -> list[dict[str, Any]]:
         if path.exists():
             for case in json.loads(path.read_text(encoding="utf-8")):
                 case["format"] = CASE_FORMATS.get(case["format"], case["format"])
-                if case["format"] in formats:
+                if case["format"] in formats and read_case(name, case):
                     found.append(case)
     return found
 
