@@ -119,7 +119,7 @@ def test_a_call_body_is_one_object_with_a_string_name_and_object_args(body: str,
 @pytest.mark.parametrize("body", [
     "", "get_time", '{"args": {}}', '{"name": 3, "args": {}}', '{"name": "get_time", "args": [1]}',
     '{"name": "get_time", "args": {}} trailing', '[{"name": "get_time", "args": {}}]',
-    '{"name": "get_time", "args": {}, "arguments": {}}',
+    '{"name": "get_time", "args": {}, "arguments": {}}', '{"name": "get_time", "args": {}}}',
 ])
 def test_anything_else_in_a_call_block_is_invalid_json(body: str) -> None:
     message = check(f"{MODEL}{INVOKE}{body}{END}{MODEL}{TEXT}After")

@@ -220,6 +220,9 @@ class JsonCall:
     # Where no closer ends the value (`end_at_value`): what usually follows it, the next call's opener
     # (`JsonAwareScanner`'s `ends_before`: where its strict read is tried up to first).
     ends_before: tuple[str, ...] = ()
+    # Extra `}` after the call object are tolerated (Qwen 2.5's doubled braces: its grammar reads them
+    # too); otherwise the body is the object and whitespace, and anything after it is `invalid_json`.
+    extra_closing_braces: bool = True
 
     @property
     def value_reader(self) -> ValueReader:
@@ -274,7 +277,8 @@ class JsonCall:
             return self._read_list(body, complete, start, read)
         # Fast path for the common case, one plain object; the grammar reads everything else.
         found = members_at(body, start, start, read)
-        if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
+        if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}" if self.extra_closing_braces
+                                                          else _JSON_SPACE):
             return self._calls(found[0])
         try:
             tree = load_grammar(self.grammar).parse(body)

@@ -28,7 +28,7 @@ KINDS = {THINKING: REASONING, TEXT: CONTENT, INVOKE_JSON: CALL, INVOKE_TEXT: CON
 # A call block's body: one call object, ended by a terminator or by the next block's marker (left for
 # the message readers, which read a terminator as the block's end).
 CALL_BODY = JsonCall("inkling", closers=(), tag=INVOKE_JSON, stops=(*TERMINATORS, MODEL, *KINDS),
-                     argument_keys=("args", "arguments"))
+                     argument_keys=("args", "arguments"), extra_closing_braces=False)
 
 
 def route(header: str, complete: bool) -> MessageRoute:
