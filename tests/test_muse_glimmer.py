@@ -240,6 +240,8 @@ def test_whitespace_around_the_block_is_framing() -> None:
      '<atem:parameter name="timezone">Europe/Pa', "truncated"),
     (' to=get_time<|message|><atem:function_calls>\n<atem:invoke name="get_ti', "truncated"),
     (" to=get_time<|message|><atem:func", "truncated"),
+    (f" to=get_time<|message|>{TIME[:-len('</atem:function_calls>')]}</atem:fun", None),  # the block's closer cut
+
     (" to=get_time<|message|>", "truncated"),
     (" to=get_time", "truncated"),  # a tool header cut off
 ])
@@ -249,6 +251,12 @@ def test_a_tool_message_cut_off(cut: str, status: str | None) -> None:
         assert named_calls(message) == [("get_time", {"timezone": "Europe/Paris"})] and message.rejected == []
     else:
         assert [s for s, _ in rejected(message)] == [status] and message.tool_calls == []
+
+
+def test_calls_completed_before_a_cut_element_stand() -> None:
+    text = " to=get_time<|message|><atem:function_calls>\n" + invoke("get_time", timezone="UTC") + "<atem:inv"
+    message = check(text)
+    assert named_calls(message) == [("get_time", {"timezone": "UTC"})] and rejected(message) == [("truncated", None)]
 
 
 @pytest.mark.parametrize("cut", [" to=", " to=se", " to=us", "<|start|>assistant"])

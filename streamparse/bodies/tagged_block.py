@@ -82,6 +82,10 @@ class TaggedBlock:
                 pos = _next_tag(body, at, (self.call_open, closing))  # text in the block, between calls: content
                 results.append(BlockText(body[at:pos].rstrip()))
                 continue
+            elif at < len(body):  # the output ended inside a tag: the block's closer (optional), or a call
+                if not closing.startswith(body[at:]):
+                    results.append(Rejection(TRUNCATED, [f"the output ended inside {self.call.call_tag}"]))
+                pos = len(body)
             break
         rest = _SPACE_RUN.match(body, pos).end()  # type: ignore[union-attr]
         if rest < len(body):
