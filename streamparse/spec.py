@@ -279,13 +279,14 @@ class WrapperSpec:
 class MessageRoute(NamedTuple):
     """Where the body of a headed message goes, as its header says (`MessageSpec.route`).
 
-    `region` is one of `REASONING`, `CONTENT`, `CALL` (a call named `name`) or `FRAMING` (dropped)."""
+    `region` is one of `REASONING`, `CONTENT`, `CALL` (a call named `name`), `FRAMING` (dropped) or `TEXT`
+    (what looked like a header is none: its text, header end included, is text where it stands)."""
 
     region: str
     name: str = ""
 
 
-REASONING, CONTENT, CALL, FRAMING = "reasoning", "content", "call", "framing"
+REASONING, CONTENT, CALL, FRAMING, TEXT = "reasoning", "content", "call", "framing", "text"
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,9 @@ def _headers(text: str, fmt: str, tokens: list[streamparse.Token] | None) -> lis
             in_header = True
         if in_header:
             out.append(piece)
+    if messages.lead_opens_headers or messages.call_headers_end_reasoning:  # the lead opens headers anywhere
+        stops = "|".join(map(re.escape, [*ends, *messages.openers]))
+        out += re.findall(f"{re.escape(messages.lead)}\\S*?(?={stops}|$)", text)
     return out
 
 

@@ -106,6 +106,8 @@ def test_detection_and_forced_open_is_ignored() -> None:
     (f" to=user<|message|>A{NEXT} to=self<|message|>R{NEXT}<|message|>B", "AB", "R"),
     ("Plain text, no header.", "Plain text, no header.", ""),  # text before the first header is content
     (f"Before {NEXT} to=user<|message|>After", "Before After", ""),
+    ("Hi to=<b><|message|>x", "Hi to=<b><|message|>x", ""),  # no recipient after ` to=`: no header, text
+    (" to=<|message|>x", "to=<|message|>x", ""),
 ])
 def test_the_recipient_decides_reasoning_and_content(text: str, content: str, reasoning: str) -> None:
     message = check(text)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..scanning import hold_merged
-from ..spec import CALL, CONTENT, REASONING, Envelope, EnvelopeSpec, MessageSpec, Rejection
+from ..spec import CALL, CONTENT, REASONING, TEXT, Envelope, EnvelopeSpec, MessageSpec, Rejection
 from ..types import TRUNCATED
 from .envelopes import ENVELOPE_MODE, OpenEnvelope
 from .reading import ParserState
@@ -251,6 +251,10 @@ def _route(parser: MessageParser) -> None:
     if route.region != CALL and _back_to_body(parser, header + state.spec.header_end):
         return
     state.within = None
+    if route.region == TEXT:
+        parser._mode = OUTSIDE
+        _outside_text(parser, header + state.spec.header_end)
+        return
     if route.region == CALL:
         _open_call(parser, header + state.spec.header_end, route.name)
         return
@@ -287,6 +291,9 @@ def _cut(parser: MessageParser) -> None:
     if route.region == CONTENT:  # text no header end followed: content, without its opener
         opener = next((o for o in state.spec.openers if header.startswith(o)), "")
         parser._output.emit_text(parser._output.content, header[len(opener):])
+        return
+    if route.region == TEXT:
+        _outside_text(parser, header)
         return
     if route.region != CALL:
         return

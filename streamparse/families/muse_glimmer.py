@@ -17,7 +17,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from ..bodies.tagged_block import TaggedBlock
-from ..spec import CALL, CONTENT, FRAMING, REASONING, FormatSpec, MessageLayout, MessageRoute, MessageSpec
+from ..spec import CALL, CONTENT, FRAMING, REASONING, TEXT, FormatSpec, MessageLayout, MessageRoute, MessageSpec
 from ..types import Message
 from .glm45 import value_text
 from .minimax_m2 import BODY as MINIMAX_M2_BODY
@@ -32,6 +32,7 @@ PARAM_OPENER, PARAM_CLOSER = "<atem:parameter name=", "</atem:parameter>"
 # A header, from its opener (or the lead) up to `<|message|>`: `<|start|>assistant to=NAME`, ` to=NAME`,
 # `<|start|>assistant` or nothing. A recipient is letters, digits, `_`, `.` and `-`.
 _HEADER = re.compile(r"(?:<\|start\|>assistant)?(?: to=(?P<recipient>[\w.\-]+))?")
+_RECIPIENT = re.compile(r"[\w.\-]+")
 
 # minimax_m2's invoke under the `atem:` prefix, inside the ATEM block; a repeated parameter keeps its
 # last value (Decision 6).
@@ -46,7 +47,8 @@ TOOL_MESSAGE = TaggedBlock(block=(BLOCK_OPENER, BLOCK_CLOSER), call_open=INVOKE_
 @lru_cache(maxsize=256)
 def route(header: str, complete: bool) -> MessageRoute:
     """`self` is reasoning, `user` or no recipient content, any other recipient a tool message (its
-    calls are named by their invokes). A header that is not one of these forms is content (its body is
+    calls are named by their invokes). ` to=` and what is no recipient is no header but text (Decision 5:
+    a header is only ` to=NAME<|message|>`); a `<|start|>` header of another form is content (its body is
     visible text). Cut off, a header is a (truncated) tool message when its recipient can no longer
     become `self` or `user`, framing otherwise."""
     found = _HEADER.fullmatch(header)
@@ -54,9 +56,11 @@ def route(header: str, complete: bool) -> MessageRoute:
         recipient = header.partition(LEAD)[2]
         if not recipient or any(word.startswith(recipient) for word in (SELF, USER)):
             return MessageRoute(FRAMING)
+        if _RECIPIENT.fullmatch(recipient) is None:
+            return MessageRoute(TEXT if header.startswith(LEAD) else FRAMING)
         return MessageRoute(CALL, recipient)
     if found is None:
-        return MessageRoute(CONTENT)
+        return MessageRoute(TEXT if header.startswith(LEAD) else CONTENT)
     recipient = found.group("recipient")
     if recipient == SELF:
         return MessageRoute(REASONING)
