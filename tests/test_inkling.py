@@ -207,3 +207,6 @@ def test_the_grammars_accept_the_wire_and_refuse_an_unknown_tool(syntax: str) ->
         return lark_accepts(grammar, text, tuple(get_format(FMT).special))
 
     assert accepts(WIRE) and not accepts(other)
+    # A prompt ending `<|content_thinking|>`: the output starts inside the reasoning.
+    grammar = streamparse.grammar_for(FMT, tools, syntax=syntax, thinking_forced_open=True)  # type: ignore[arg-type]
+    assert accepts(WIRE.removeprefix(THINKING)) and not accepts(WIRE)

@@ -30,8 +30,11 @@ from .assemble import Choice, Output, mark_special, parameters_of
 _NAME_STOPS = ("<|", ">", "\n", " ")
 
 
-def messages_output(spec: FormatSpec, tools: Tools | None, choice: Choice) -> Output:
-    """The grammar of everything the model of a headed-messages format may write under `choice`."""
+def messages_output(spec: FormatSpec, tools: Tools | None, choice: Choice,
+                    thinking_forced_open: bool = False) -> Output:
+    """The grammar of everything the model of a headed-messages format may write under `choice`. With
+    `thinking_forced_open`, where the format names the header such a prompt ends with
+    (`MessageSpec.forced_open_header`), the output starts inside that reasoning message's body."""
     messages = spec.messages
     assert messages is not None
     layout = messages.layout
@@ -51,7 +54,9 @@ def messages_output(spec: FormatSpec, tools: Tools | None, choice: Choice) -> Ou
                               preamble=choice.mode == "auto")
         after_reasoning[first] = alt(answer, called) if choice.mode == "auto" else called
     whole = after_reasoning[True]
-    if layout.reasoning is not None:
+    if layout.reasoning is not None and thinking_forced_open and messages.forced_open_header:
+        whole = seq(Text(stops), Lit(layout.end), after_reasoning[False])
+    elif layout.reasoning is not None:
         whole = alt(seq(writer.message(layout.reasoning, Text(stops), True, ended=True), after_reasoning[False]),
                     whole)
     return Output(mark_special(whole, spec.special), None, False)

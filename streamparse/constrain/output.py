@@ -12,5 +12,5 @@ from .layouts_messages import messages_output
 def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
     """The grammar of everything the format's model may write under `choice`, as its parts."""
     if spec.messages is not None:
-        return messages_output(spec, tools, choice)
+        return messages_output(spec, tools, choice, thinking_forced_open)
     return envelope_output(spec, tools, choice, thinking_forced_open)
