@@ -7,7 +7,9 @@ against the same upstream called directly:
   reasoning or content, direct: the first completion chunk with text), and of the proxy's, how much
   passed inside it, from the request's arrival to its first token (the mean its `/metrics` gives);
 - the proxy's added CPU per streamed upstream chunk (its processes' CPU time / chunks they read);
-- throughput with 64 concurrent streams (requests/s and upstream chunks/s, direct and through the proxy).
+- throughput with 64 concurrent streams (requests/s and upstream chunks/s, direct and through the proxy);
+- the proxy's CPU per upstream chunk on each API's streaming path (chat completions, Responses,
+  Anthropic Messages, Ollama's chat) for the same answer, as a ratio to chat completions'.
 `--workers N` runs the proxy with N processes (default 1, the single process measured before
 `--workers` existed). Needs the server extra. Prints a table; `--json` prints the numbers.
 """
@@ -83,6 +85,43 @@ async def _proxied(client: httpx.AsyncClient, base: str) -> tuple[float, int]:
     return first, chunks
 
 
+# The same question through each API the proxy speaks: (path from the server's root, body).
+API_REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "chat": ("/v1/chat/completions", {"model": "m", "messages": MESSAGES, "stream": True}),
+    "responses": ("/v1/responses", {"model": "m", "input": MESSAGES[0]["content"], "stream": True}),
+    "anthropic": ("/v1/messages", {"model": "m", "max_tokens": 4096, "messages": MESSAGES, "stream": True}),
+    "ollama": ("/api/chat", {"model": "m", "messages": MESSAGES, "stream": True}),
+}
+
+
+async def _through(client: httpx.AsyncClient, root: str, api: str) -> int:
+    """One streamed answer through `api`; the lines it came in."""
+    path, body = API_REQUESTS[api]
+    lines = 0
+    async with client.stream("POST", root + path, json=body) as response:
+        async for line in response.aiter_lines():
+            lines += bool(line)
+    return lines
+
+
+async def _api_cpu(proxy_url: str, proxy_pid: int, sequential: int) -> dict[str, float]:
+    """The proxy's CPU per upstream chunk on each API's streaming path (µs), measured one API after another,
+    each twice in alternation so that a drift of the machine's speed falls on all of them."""
+    root = proxy_url.removesuffix("/v1")
+    per_stream = len(tokens(bench_output())) + 1
+    spent = dict.fromkeys(API_REQUESTS, 0.0)
+    async with httpx.AsyncClient(timeout=120) as client:
+        for api in API_REQUESTS:  # warm up every path
+            await _through(client, root, api)
+        for _ in range(2):
+            for api in API_REQUESTS:
+                before = _cpu_seconds(proxy_pid)
+                for _ in range(sequential):
+                    await _through(client, root, api)
+                spent[api] += _cpu_seconds(proxy_pid) - before
+    return {api: 1e6 * cpu / (2 * sequential * per_stream) for api, cpu in spent.items()}
+
+
 async def _inside(client: httpx.AsyncClient, base: str) -> tuple[float, float]:
     """(sum, count) of the proxy's own time-to-first-token histogram, from its /metrics."""
     text = (await client.get(base.removesuffix("/v1") + "/metrics")).text
@@ -153,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         _wait(f"http://127.0.0.1:{proxy_port}/health", proxy)
         result = asyncio.run(_measure(f"http://127.0.0.1:{upstream_port}/v1", f"http://127.0.0.1:{proxy_port}/v1",
                                       proxy.pid, opts.requests, opts.concurrent, opts.workers))
+        result["api_cpu_us_per_chunk"] = asyncio.run(_api_cpu(f"http://127.0.0.1:{proxy_port}/v1", proxy.pid,
+                                                              opts.requests))
     finally:
         for process in (proxy, upstream):
             if process is not None:
@@ -167,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
           f"added {result['ttft_added_ms']:.2f} ms (median of {opts.requests}); inside the proxy, from the "
           f"request's arrival to its first token: {result['ttft_inside_proxy_ms']:.2f} ms (mean)")
     print(f"  proxy CPU per upstream chunk: {result['proxy_cpu_us_per_chunk']:.0f} µs")
+    apis = result["api_cpu_us_per_chunk"]
+    print("  per API (streamed, the same answer): " + ", ".join(
+        f"{api} {cpu:.0f} µs ({cpu / apis['chat']:.2f}x chat)" for api, cpu in apis.items()))
     print(f"  {opts.concurrent} concurrent streams: direct {result['direct_streams_per_s']:.1f} streams/s "
           f"({result['direct_chunks_per_s']:.0f} chunks/s), proxy {result['proxy_streams_per_s']:.1f} streams/s "
           f"({result['proxy_chunks_per_s']:.0f} chunks/s)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .api import astream, parse, render, stream
-from .detect import detect_format, thinking_forced_open
+from .detect import detect_format, detect_marker_suffix, thinking_forced_open
 from .engine import StreamParser
 from .options import Options
 from .registry import formats
@@ -32,6 +32,7 @@ __all__ = [
     "Tools",
     "astream",
     "detect_format",
+    "detect_marker_suffix",
     "formats",
     "parse",
     "parse_many",

@@ -13,10 +13,19 @@ from typing import Any, TextIO, get_args
 
 from . import __version__
 from .cli_flags import UsageError, add_option_flags, options_from_flags
-from .detect import detect_format
+from .detect import detect_format, detect_marker_suffix
 from .engine import StreamParser
 from .registry import formats, get_format
-from .serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_MESSAGES, Limits
+from .serve.limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_MESSAGES,
+    DEFAULT_PREPARE_TIMEOUT,
+    DEFAULT_RENDER_TIMEOUT,
+    Limits,
+)
 from .types import ReasoningField
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -185,6 +194,13 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
         opts.format = detect_format(template.text)
         if opts.format is None:
             raise UsageError(f"no known format in the chat template {opts.chat_template}; pass --format")
+        if get_format(opts.format).marker_suffix is not None and Path(opts.chat_template).is_dir() \
+                and detect_format(Path(opts.chat_template)) is None:
+            raise UsageError(f"the tokenizer in {opts.chat_template} spells the {opts.format} markers with several "
+                             "suffixes; pass --format and --marker-suffix")
+    if opts.marker_suffix is None and get_format(opts.format).marker_suffix is not None:
+        # The checkpoint's marker suffix, from its tokenizer or template (else each prompt, or the output, says it).
+        opts.marker_suffix = detect_marker_suffix(Path(opts.chat_template), opts.format)
     if opts.on_rejected is None:  # progressive: a call rejected after it started comes back as text
         opts.on_rejected = "content" if opts.emit == "progressive" else "report"
     options = options_from_flags(opts)
@@ -202,7 +218,8 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     if opts.max_upstream_line < 1024:
         raise UsageError("--max-upstream-line must be at least 1024 bytes")
     try:
-        limits = Limits(opts.max_body_bytes, opts.max_messages)
+        limits = Limits(opts.max_body_bytes, opts.max_messages, opts.max_header_bytes, opts.header_timeout,
+                        opts.body_timeout)
     except ValueError as error:
         raise UsageError(str(error)) from None
     if opts.shutdown_timeout < 0:
@@ -227,7 +244,8 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     config = ServerConfig(opts.upstream, template, options, model, opts.reasoning_field, opts.upstream_timeout,
                           text_prompt=opts.text_prompt, max_upstream_line=opts.max_upstream_line,
                           upstream_token_ids=opts.upstream_token_ids, api_key=api_key,
-                          upstream_api_key=upstream_api_key, limits=limits, upstream_kind=opts.upstream_kind)
+                          upstream_api_key=upstream_api_key, limits=limits, upstream_kind=opts.upstream_kind,
+                          prepare_timeout=opts.prepare_timeout)
     return serve(config, opts.host, opts.port, opts.log_level, _serve_workers(opts.workers), opts.shutdown_timeout)
 
 
@@ -260,7 +278,7 @@ def _load_template(opts: argparse.Namespace) -> Any:
     """The --chat-template, with --special-token values added, compiled and probed: any failure is one line."""
     from dataclasses import replace
 
-    from .serve.template import load_chat_template
+    from .serve.template import DeadlineExceeded, load_chat_template
 
     extra = {}
     for item in opts.special_token or ():
@@ -270,10 +288,14 @@ def _load_template(opts: argparse.Namespace) -> Any:
         extra[name] = text
     try:
         template = load_chat_template(opts.chat_template)
-        template = replace(template, special_tokens={**template.special_tokens, **extra})
+        template = replace(template, special_tokens={**template.special_tokens, **extra},
+                           render_timeout=opts.render_timeout or None)
         template.capabilities  # noqa: B018 (compiles and probes now: a template that cannot compile fails at start)
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot load --chat-template {opts.chat_template}: {error}") from None
+    except DeadlineExceeded as error:
+        raise UsageError(f"refusing --chat-template {opts.chat_template}: {error} (--render-timeout); a chat "
+                         "template is code, and this one does not finish rendering a short conversation") from None
     return template
 
 
@@ -287,7 +309,7 @@ def _read_json_arg(text: str, what: str) -> Any:
 def _cmd_render(opts: argparse.Namespace, out: TextIO) -> int:
     """Print the prompt the proxy would send for the messages on stdin (as llama-server's /apply-template)."""
     try:
-        from .serve.template import TemplateRenderError
+        from .serve.template import DeadlineExceeded, TemplateRenderError
     except ImportError as error:
         raise UsageError(f"render needs the server extra (pip install 'streamparse[server]'): {error}") from None
     template = _load_template(opts)
@@ -309,7 +331,7 @@ def _cmd_render(opts: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("--kwargs must be a JSON object (e.g. '{\"enable_thinking\": false}')")
     try:
         out.write(template.render(messages, tools, not opts.no_generation_prompt, **kwargs))
-    except TemplateRenderError as error:
+    except (TemplateRenderError, DeadlineExceeded) as error:
         raise UsageError(f"the chat template cannot render these messages: {error}") from None
     return 0
 
@@ -320,6 +342,9 @@ def _add_template_flags(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--special-token", action="append", metavar="NAME=TEXT",
                      help="a template variable such as bos_token=<s>, for a bare .jinja with no "
                           "tokenizer_config.json beside it (repeatable; wins over the config)")
+    sub.add_argument("--render-timeout", type=float, default=DEFAULT_RENDER_TIMEOUT, metavar="S",
+                     help="the longest one render of the chat template may take, in seconds (a template is code; "
+                          f"0: no bound); past it the render fails (default {DEFAULT_RENDER_TIMEOUT:g})")
 
 
 def _add_render(commands: Any) -> None:
@@ -411,6 +436,20 @@ def _add_serve(commands: Any) -> None:
                                 "8 MiB)")
     serve_cmd.add_argument("--max-messages", type=int, default=DEFAULT_MAX_MESSAGES, metavar="N",
                            help=f"the most messages in one request; more is a 400 (default {DEFAULT_MAX_MESSAGES})")
+    serve_cmd.add_argument("--prepare-timeout", type=float, default=DEFAULT_PREPARE_TIMEOUT, metavar="S",
+                           help="the longest a request's preparation (rendering, marking, tokenizing, compiling "
+                                "tools, building a grammar) may take before it is sent upstream, in seconds; past "
+                                f"it a 504 names the step (default {DEFAULT_PREPARE_TIMEOUT:g})")
+    serve_cmd.add_argument("--max-header-bytes", type=int, default=DEFAULT_MAX_HEADER_BYTES, metavar="BYTES",
+                           help="the largest request line and headers, counted as they arrive; larger is a 431 "
+                                f"and the connection closed (default {DEFAULT_MAX_HEADER_BYTES}, 16 KiB)")
+    serve_cmd.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT, metavar="S",
+                           help="seconds for a request line and headers to arrive, from the connection or the "
+                                f"request's first byte; slower is a 408 and the connection closed (default "
+                                f"{DEFAULT_HEADER_TIMEOUT:g})")
+    serve_cmd.add_argument("--body-timeout", type=float, default=DEFAULT_BODY_TIMEOUT, metavar="S",
+                           help="seconds between two reads of a request body; a body that stops short is a 408 "
+                                f"(default {DEFAULT_BODY_TIMEOUT:g})")
     serve_cmd.add_argument("--shutdown-timeout", type=int, default=30, metavar="S",
                            help="on SIGTERM, stop accepting and let open answers finish for up to S seconds, then "
                                 "exit (default 30)")

@@ -46,6 +46,7 @@ def add_option_flags(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--special-tokens", choices=get_args(SpecialTokens), default="ignore",
                      help=OPTION_HELP["special_tokens"] + "; the CLI reads plain text, so with 'require' "
                           "nothing counts as a delimiter")
+    sub.add_argument("--marker-suffix", help=OPTION_HELP["marker_suffix"])
     sub.add_argument("--ids", choices=("random", "ordinal"), default="random",
                      help="id_factory: random OpenAI-shaped ids, or call_0, call_1, ... (reproducible output)")
 
@@ -64,6 +65,7 @@ def options_from_flags(opts: argparse.Namespace) -> Options:
             format=opts.format, tools=_load_tools(opts.tools), thinking_forced_open=opts.forced_open,
             emit_calls=opts.emit, tool_calls_in_reasoning=opts.tool_calls_in_reasoning, prompt=prompt,
             on_rejected=opts.on_rejected, max_call_chars=opts.max_call_chars, special_tokens=opts.special_tokens,
+            marker_suffix=opts.marker_suffix,
             id_factory=_ordinal_id if opts.ids == "ordinal" else None,
         )
     except OSError as error:

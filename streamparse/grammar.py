@@ -97,10 +97,17 @@ def load_grammar(name: str, raw_single_quotes: bool = False) -> Grammar:
 
     A line `# include FRAGMENT` appends the rules of `formats/FRAGMENT.peg` (shared rule text, such
     as the JSON call object, is written once). With `raw_single_quotes`, the `py_value` terminal
-    reads single-quoted strings raw (`python_literals`: they end at the next `'`)."""
+    reads single-quoted strings raw (`python_literals`: they end at the next `'`).
+
+    A name `FILE:SUFFIX` is the grammar of `FILE.peg` for markers spelled with the suffix `:SUFFIX`
+    (`spec.MarkerSuffix`): its placeholders `{SUF}` (in string literals) and `{SUF_RE}` (in regular
+    expressions) are filled with it; a plain name fills them with nothing."""
+    name, colon, suffix = name.partition(":")
+    suffix = colon + suffix
     text = (grammar_dir() / f"{name}.peg").read_text(encoding="utf-8")
     for fragment in _INCLUDE.findall(text):
         text += "\n" + (grammar_dir() / f"{fragment}.peg").read_text(encoding="utf-8")
+    text = text.replace("{SUF_RE}", regex.escape(suffix)).replace("{SUF}", suffix.replace("\\", "\\\\"))
     return Grammar(
         text,
         json_value=_json_rule("json_value", None),

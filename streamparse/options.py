@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
+from .spec import check_suffix
 from .validation import Tools, compiled_tools
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class OptionFields(TypedDict, total=False):
     on_rejected: OnRejected
     max_call_chars: int | None
     special_tokens: SpecialTokens
+    marker_suffix: str | None
 
 
 OPTION_HELP: dict[str, str] = {
@@ -51,6 +53,8 @@ OPTION_HELP: dict[str, str] = {
                    "where it was written",
     "max_call_chars": "a call envelope longer than this is rejected 'too_long' keeping its first N characters",
     "special_tokens": "'require': delimiters count only when they arrive as special Tokens (token-aware mode)",
+    "marker_suffix": "the checkpoint's marker suffix (':6124c78e' for <tool_call:6124c78e>; '' for plain markers) "
+                     "of a format whose markers carry one (hy_v4, hy_v3); default: from the prompt, else the output",
 }
 
 
@@ -80,6 +84,7 @@ class Options:
     on_rejected: OnRejected = "report"
     max_call_chars: int | None = None
     special_tokens: SpecialTokens = "ignore"
+    marker_suffix: str | None = None
 
     def __post_init__(self) -> None:
         for name, choices in _CHOICES:
@@ -93,6 +98,8 @@ class Options:
             raise TypeError("id_factory must be a callable taking the call's ordinal and returning an id")
         if self.prompt is not None and not isinstance(self.prompt, str):
             raise TypeError(f"prompt must be the rendered prompt text (str), got {type(self.prompt).__name__}")
+        if self.marker_suffix is not None:
+            check_suffix(self.marker_suffix)
         if self.tools is not None:
             # Checked and compiled here, once: a parser made from these options (a server's request, a
             # batch worker's row) reuses the compiled form, and a bad schema raises now, not mid-stream.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from .spec import FormatSpec
+from .spec import FormatSpec, check_suffix
 
 
 @cache
@@ -23,11 +23,25 @@ def formats() -> list[str]:
     return sorted(_registry())
 
 
-def get_format(name: str) -> FormatSpec:
-    """The format called `name` (or an alias of it); `ValueError` listing the known names otherwise."""
+def suffixed_formats() -> list[str]:
+    """The formats whose markers carry a suffix (`FormatSpec.marker_suffix`), by name."""
+    from .families import FAMILIES
+
+    return [spec.name for spec in FAMILIES if spec.marker_suffix is not None]
+
+
+def get_format(name: str, marker_suffix: str | None = None) -> FormatSpec:
+    """The format called `name` (or an alias of it), with its markers spelled with `marker_suffix`
+    where given; `ValueError` listing the known names otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"format must be a format name (str), got {type(name).__name__}")
     spec = _registry().get(name)
     if spec is None:
         raise ValueError(f"unknown format {name!r}; known formats: {', '.join(formats())}")
+    if marker_suffix is not None:
+        check_suffix(marker_suffix)
+        if spec.marker_suffix is None:
+            raise ValueError(f"format {spec.name!r} spells its markers one way; marker_suffix applies to formats "
+                             f"whose markers carry a suffix ({', '.join(suffixed_formats())})")
+        return spec.marker_suffix.fill(marker_suffix)
     return spec

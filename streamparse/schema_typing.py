@@ -3,6 +3,8 @@
 FORMATS.md, "Typing by schema": try the schema's non-string types in the order null, boolean,
 integer, number, object, array (JSON spelling first, then Python's); if none fits and a string is
 allowed, it is a string; if none fits at all, the text stays a string and validation reports it.
+Where the schema allows no string, a number may be written with leading zeros (`018956` is 18956:
+fourth wave, Decision 23).
 
 Every value returned is plain JSON data (str keys, finite numbers, no tuples or sets), so that
 `json.dumps` of the arguments never fails and reads back to the same arguments. Integers stay
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -252,10 +255,21 @@ def _integer(text: str) -> tuple[bool, Any]:
 
 
 _NUMBER_START = frozenset("-0123456789")  # a JSON number starts with one of these
+# Zeros before the first digit of a number's integer part, after its sign: `018956`, `-007`, `01.5`.
+_LEADING_ZEROS = re.compile(r"(-?)0+(?=[0-9])")
 
 
-def _scalar(kind: str, text: str) -> tuple[bool, Any]:
-    """`text` (stripped) as a null, boolean, integer or number."""
+def without_leading_zeros(text: str) -> str:
+    """A decimal number written with leading zeros, as JSON writes it (`018956` -> `18956`, `-007` ->
+    `-7`, `01.5` -> `1.5`, `00` -> `0`); any other text as it is. (FORMATS.md, fourth wave, Decision 23:
+    such text typed integer or number reads as Python's `int()`/`float()` and the peers read it.)"""
+    match = _LEADING_ZEROS.match(text)
+    return text if match is None else match.group(1) + text[match.end():]
+
+
+def _scalar(kind: str, text: str, zeros: bool = False) -> tuple[bool, Any]:
+    """`text` (stripped) as a null, boolean, integer or number; with `zeros`, a number may be written
+    with leading zeros (where the schema allows no string, which would keep them)."""
     if kind == "null":
         return (True, None) if text in ("null", "None") else (False, None)
     if kind == "boolean":
@@ -266,6 +280,8 @@ def _scalar(kind: str, text: str) -> tuple[bool, Any]:
         return False, None
     if text[:1] not in _NUMBER_START:
         return False, None
+    if zeros:
+        text = without_leading_zeros(text)
     if kind == "integer":
         return _integer(text)
     value = _strict_json(text)
@@ -300,9 +316,10 @@ def typed(text: str, schema: Any) -> Typed:
     if not types - {"string"}:
         return text, None
     stripped = text.strip()
+    zeros = "string" not in types  # a string-typed value keeps its zeros (`"03106"`)
     for kind in _SCALARS:
         if kind in types:
-            ok, value = _scalar(kind, stripped)
+            ok, value = _scalar(kind, stripped, zeros)
             if ok:
                 return value, None
     wanted = types & _CONTAINERS

@@ -9,6 +9,7 @@ visitor), and how a message is written back (`render`).
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import string
 from collections import deque
@@ -375,11 +376,52 @@ class MessageSpec:
 
 
 @dataclass(frozen=True)
+class MarkerSuffix:
+    """Delimiters written as templates `<NAME{SUF}>`, filled in per checkpoint (HY V4, suffixed Hy3:
+    `<tool_call:6124c78e>`). SUF is empty or `:` and 1-64 characters (`SUFFIX`); where it comes from,
+    first found wins (FORMATS.md, fourth wave, Decision 7): the `marker_suffix` option, the tokenizer's
+    added tokens or the chat template (`detect.marker_suffix`), the rendered prompt (`prompt_markers`),
+    and, where `learned` is set, the output's first complete marker.
+
+    `fill(suffix)` is the declaration with every marker spelled with `suffix` (`fill("")` is the
+    format's own spec). `carrier` is the marker whose spelling names the suffix in a vocabulary or a
+    template (`<tool_calls`: `<tool_calls:SUF>`); `template_switch` a regular expression of a template
+    statement that sets it (group `suffix`, written after a `:`); `prompt_markers` one of the prompt
+    tokens that carry it (group `suffix`, the last one counts); `learned` one of the output markers
+    that fix it (group `suffix`; empty: never learned from the output)."""
+
+    fill: Callable[[str], FormatSpec]
+    carrier: str
+    prompt_markers: str
+    template_switch: str = ""
+    learned: str = ""
+
+    def in_prompt(self, prompt: str) -> str | None:
+        """The suffix of the last suffix-carrying token of a rendered prompt, or None if it has none."""
+        found: list[str] = re.findall(self.prompt_markers, prompt)  # the pattern's one group: the suffixes
+        return found[-1] if found else None
+
+
+# What a marker suffix may be: `:` and 1-64 characters, none of them whitespace, `<`, `>`, `｜`, `:`,
+# quotes or braces (Decision 7); or empty.
+SUFFIX = r"(?::[^\s<>｜:\"'{}]{1,64})?"
+_SUFFIX = re.compile(SUFFIX)
+
+
+def check_suffix(suffix: object) -> None:
+    """`ValueError` saying what a marker suffix may be, unless `suffix` is one."""
+    if not isinstance(suffix, str) or _SUFFIX.fullmatch(suffix) is None:
+        raise ValueError(f"marker_suffix must be '' or ':' and 1-64 characters, none of them whitespace, "
+                         f"'<', '>', '｜', ':', quotes or braces (':6124c78e'); got {suffix!r}")
+
+
+@dataclass(frozen=True)
 class FormatSpec:
     """Everything the engine needs to know about one wire format."""
 
     name: str
     aliases: tuple[str, ...]
+    # (opener, closer) pairs read at the start; an opener in several pairs closes at any of their closers.
     reasoning: tuple[tuple[str, str], ...]
     envelopes: tuple[EnvelopeSpec, ...]
     render: Callable[[Message], str]
@@ -396,6 +438,9 @@ class FormatSpec:
     # (Kimi K2, Apertus: their call tokens are emitted only to call). Otherwise the call text stays
     # reasoning unless the caller extracts it.
     calls_end_reasoning: bool = False
+    # ... only in reasoning the prompt opened (`thinking_forced_open`); reasoning the model opened
+    # itself keeps the general rule (Ling 3).
+    calls_end_forced_reasoning: bool = False
     # How `detect_format` knows the format from a chat template: sets of strings that must all occur
     # in it (the tool-call markup the template writes), and, for templates that show no tool markup,
     # turn markers. Rules with more strings are tried first, then longer ones.
@@ -408,6 +453,11 @@ class FormatSpec:
     # stop token `<|message_sep|>`, left in by a server. Followed by other text they are content, verbatim;
     # another marker is other text (of a run only the last can be framing, so one at most is held back).
     trailing_framing: tuple[str, ...] = ()
+    # Markers that are framing only at the very start of the output, after whitespace and before a
+    # reasoning opener (Ling 3's `<role>ASSISTANT</role>`, the generation prompt's role marker).
+    leading_framing: tuple[str, ...] = ()
+    # Delimiters filled in per checkpoint (`MarkerSuffix`); None: the markers are spelled one way.
+    marker_suffix: MarkerSuffix | None = None
     # The `framing` markers are dropped inside reasoning too (Kimi K3's response channel tags:
     # framing wherever they appear). Otherwise reasoning keeps them as text.
     framing_in_reasoning: bool = False
@@ -442,15 +492,29 @@ class FormatSpec:
     # low-effort prompt writes an empty, closed think message; Decision 22 of the third wave).
     ignores_forced_open: bool = False
 
+    def ends_reasoning_at_calls(self, forced: bool) -> bool:
+        """Whether a call opener ends unclosed reasoning, the output having started inside it or not."""
+        return self.calls_end_reasoning or (forced and self.calls_end_forced_reasoning)
+
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
 
         For headed messages, only where the prompt ends with the header of a reasoning body the format
         declares (`MessageSpec.forced_open_header`): otherwise the prompt's open header is read as the first
-        message's."""
+        message's. Never for a format that ignores `thinking_forced_open` (no prompt of it ends inside
+        reasoning). Where the markers carry a suffix, the prompt's own spelling of them is read (`MarkerSuffix`)."""
         if self.messages is not None:
             header = self.messages.forced_open_header
             return bool(header) and prompt.endswith(header)
+        if self.ignores_forced_open:
+            return False
+        if self.marker_suffix is not None:
+            suffix = self.marker_suffix.in_prompt(prompt)
+            if suffix:
+                return self.marker_suffix.fill(suffix)._ends_inside(prompt)
+        return self._ends_inside(prompt)
+
+    def _ends_inside(self, prompt: str) -> bool:
         last_open = -1
         closer_after = False
         for opener, closer in self.reasoning:
@@ -472,6 +536,7 @@ class FormatSpec:
             out += [*wrapper.openers, *wrapper.closers, *wrapper.framing]
         out += self.framing
         out += self.trailing_framing
+        out += self.leading_framing
         if self.messages is not None:
             out += self.messages.delimiters
         for anchor in self.anchors:

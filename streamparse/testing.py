@@ -68,6 +68,9 @@ def text_for(format: str, min_size: int = 0, max_size: int = 80) -> st.SearchStr
     spec = get_format(format)
     forbidden = (*spec.delimiters, *spec.reserved)
     text = st.text(_ALPHABET, min_size=min_size, max_size=max_size).map(str.strip).filter(_clean(forbidden))
+    if spec.marker_suffix is not None and spec.marker_suffix.learned:  # no marker of another spelling either
+        learned = regex.compile(spec.marker_suffix.learned)
+        text = text.filter(lambda found: learned.search(found) is None)
     return text.filter(_no_anchored_call(format)) if spec.anchors else text
 
 

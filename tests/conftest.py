@@ -35,15 +35,6 @@ SHARED = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared"
 CASES = SHARED / "templates" / "cases.json"
 FIXTURES = ROOT / "fixtures"
 FORMAT_NAMES = [spec.name for spec in FAMILIES]
-# The formats whose renders in cases_wave4.json the generic suites read (issue #40): each fourth-wave format
-# joins when it reads its renders; the renders of older formats' aliases there (EXAONE, Qwen3.6/3.8, Step 3.7,
-# DeepSeek V4) join with the change that makes those aliases.
-WAVE4_FORMATS = frozenset({"muse_glimmer"})
-
-
-def read_case(file_name: str, case: dict[str, Any]) -> bool:
-    """Whether the generic suites read this case of a cases file (see `WAVE4_FORMATS`)."""
-    return file_name != "cases_wave4.json" or case["format"] in WAVE4_FORMATS
 
 
 def ids(ordinal: int) -> str:
@@ -202,7 +193,7 @@ def shared_cases(fmt: str) -> list[dict[str, object]]:
     """The real-template cases of one format (streamparse's name) from every cases file; none
     when `../shared` is not beside the checkout."""
     found: list[dict[str, object]] = []
-    for name in ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json"):
+    for name in ("cases.json", "cases_new_families.json", "cases_more.json", "cases_wave3.json", "cases_wave4.json"):
         path = SHARED / "templates" / name
         if path.exists():
             found += [case for case in json.loads(path.read_text()) if case["format"] == fmt]

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from conftest import FIXTURES, FORMAT_NAMES, SHARED, read_case
+from conftest import FIXTURES, FORMAT_NAMES, SHARED
 
 import streamparse
 
@@ -62,7 +62,7 @@ def case_rows() -> list[Row]:
             continue
         for case in json.loads(path.read_text(encoding="utf-8")):
             fmt = CASE_FORMATS.get(case["format"], case["format"])
-            if fmt in known and read_case(name, case):
+            if fmt in known:
                 rows.append(Row(f'{case["template"]}:{case["case"]}', fmt, case["output"], case.get("tools"),
                                 bool(case.get("thinking_forced_open")), case.get("prompt_tail")))
     return rows

@@ -109,3 +109,20 @@ def _structural_grammar(tag: str) -> Any:
 def structural_tag_accepts(tag: dict[str, Any], text: str) -> bool:
     """Whether xgrammar's grammar of the structural tag accepts `text` whole."""
     return bool(_is_grammar_accept_string(_structural_grammar(json.dumps(tag)), text))
+
+
+def format_accepts(fmt: str, syntax: str, text: str, tools: Any, **options: Any) -> bool:
+    """Whether `streamparse.grammar_for(fmt, tools, syntax=syntax, **options)`, compiled by its engine,
+    accepts `text` whole (Lark with the format's special tokens by their ids)."""
+    from streamparse.constrain import grammar_for
+    from streamparse.registry import get_format
+
+    special = tuple(get_format(fmt).special)
+    if syntax == "lark":
+        options = {**options, "token_ids": token_ids(special)}
+    grammar = grammar_for(fmt, tools, syntax=syntax, **options)
+    if syntax == "structural_tag":
+        assert isinstance(grammar, dict)
+        return structural_tag_accepts(grammar, text)
+    assert isinstance(grammar, str)
+    return lark_accepts(grammar, text, special) if syntax == "lark" else gbnf_accepts(grammar, text)

@@ -54,8 +54,13 @@ EXPECTED.update({
     "Step-3.5-Flash.jinja": "qwen3_coder", "Hunyuan-A13B-Instruct-2025-08-21.jinja": None,
     "Phi-4-mini-instruct.jinja": None,
 })
-# Fourth wave (cases_wave4.json; Decision 22): Muse Glimmer's ATEM block with `<|eom|>`.
-EXPECTED.update({"muse_glimmer_training.jinja": "muse_glimmer"})
+# Fourth wave (cases_wave4.json; Decision 22): the aliases' templates stay with their format.
+EXPECTED.update({
+    "DeepSeek-V4.jinja": "deepseek_v3_2", "GigaChat3.5.jinja": "gigachat3_5", "EXAONE-4.0-32B.jinja": "hermes",
+    "K-EXAONE-236B-A23B.jinja": "hermes", "Qwen3.6.jinja": "qwen3_coder", "Qwen3.8.jinja": "qwen3_coder",
+    "StepFun3.7-Flash.jinja": "qwen3_coder", "MiniCPM5-1B.jinja": "minicpm5", "functiongemma.jinja": "function_gemma",
+    "muse_glimmer_training.jinja": "muse_glimmer",
+})
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2", "mistral_nemo": "mistral",
                 "mistral_call_id": "mistral", "mistral_args": "mistral"}
 shared = pytest.mark.skipif(not CASES.exists(), reason="../shared/templates is not beside this checkout")
@@ -129,18 +134,23 @@ def test_thinking_forced_open_matches_every_real_prompt_of_the_second_wave() -> 
 
 
 @shared
-def test_thinking_forced_open_matches_every_real_prompt_of_the_third_wave() -> None:
-    """cases_wave3.json; formats not registered yet are skipped."""
-    path = TEMPLATES / "cases_wave3.json"
+@pytest.mark.parametrize(("cases_file", "least"), [
+    ("cases_wave3.json", 100),  # the formats of this wave declared on the kinds we had, and the aliases' renders
+    ("cases_wave4.json", 127),  # GigaChat 3.5's, and the hermes, qwen3_coder and deepseek_v3_2 aliases' (Decision 21)
+])
+def test_thinking_forced_open_matches_every_real_prompt_of_the_third_and_fourth_waves(cases_file: str,
+                                                                                       least: int) -> None:
+    """cases_wave3.json and cases_wave4.json; formats not registered yet are skipped."""
+    path = TEMPLATES / cases_file
     if not path.exists():
-        pytest.skip("cases_wave3.json is not in ../shared/templates")
+        pytest.skip(f"{cases_file} is not in ../shared/templates")
     checked = 0
     for case in json.loads(path.read_text()):
         if case["format"] in streamparse.formats():
             assert thinking_forced_open(case["prompt_tail"], case["format"]) == case["thinking_forced_open"], \
                 (case["template"], case["case"])
             checked += 1
-    assert checked >= 100  # the formats of this wave declared on the kinds we had, and the aliases' renders
+    assert checked >= least
 
 
 def test_tokenizer_config_dict_and_file(tmp_path: Path) -> None:

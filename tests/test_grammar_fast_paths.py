@@ -19,7 +19,8 @@ from streamparse.grammar import load_grammar
 from streamparse.registry import get_format
 
 _TAGGED = ["qwen3_coder", "deepseek_v3_2", "glm45", "minimax_m2", "seed_oss",
-           "hy_v3", "mimo_v2", "solar_open2", "step3"]
+           "hy_v3", "mimo_v2", "solar_open2", "step3", "deepseek_v4_1", "gigachat3_5",
+           "hy_v4", "iquest_q1", "ling3", "minicpm5"]
 _HEADED = ["deepseek_r1", "deepseek_v3_1", "kimi_k2"]
 _INSERTS = ["\n", " ", "<", ">", "{", "}", '"', "=", "a", "</"]
 

@@ -75,6 +75,10 @@ def generate(fmt: str, tool_choice: Any, data: st.DataObject, tools: list[dict[s
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fmt=st.sampled_from(FORMATS), required=st.booleans(), data=st.data())
 def test_generated_text_parses_into_accepted_calls(fmt: str, required: bool, data: st.DataObject) -> None:
+    _parses_into_accepted_calls(fmt, required, data)
+
+
+def _parses_into_accepted_calls(fmt: str, required: bool, data: st.DataObject) -> None:
     text = generate(fmt, "required" if required else "auto", data)
     if text is None:
         return
@@ -114,3 +118,14 @@ def test_generated_nested_values_parse_into_accepted_calls(fmt: str, data: st.Da
     assert message.tool_calls, text
     for call in message.tool_calls:
         assert isinstance(call.arguments["tags"], list) and isinstance(call.arguments["place"], dict), text
+
+
+# The DSML dialects: tagged parameters whose `string` attribute says how a value is read, in a calls
+# block (every block a format reads is in its grammar), after forced-open reasoning where a prompt opens it.
+DSML_FORMATS = ("deepseek_v3_2", "deepseek_v4_1", "gigachat3_5")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(fmt=st.sampled_from(DSML_FORMATS), required=st.booleans(), data=st.data())
+def test_generated_dsml_text_parses_into_accepted_calls(fmt: str, required: bool, data: st.DataObject) -> None:
+    _parses_into_accepted_calls(fmt, required, data)

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, agreeing, named_calls
+from conftest import FIXTURES, SHARED, agreeing, named_calls
 
 import streamparse
 from streamparse import Message
 
 FMT = "hy_v3"
 TOOLS = json.loads((FIXTURES / FMT / "tools.json").read_text())
+SHARED_TEMPLATE = SHARED / "templates" / "Hy3-preview.jinja"
 TYPED = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
     "days": {"type": "integer"}, "city": {"type": "string"}, "tags": {"type": "array"}}}}}]
 
@@ -77,11 +78,54 @@ def test_text_in_the_block_is_content_whitespace_is_framing_and_a_bare_call_is_a
     assert named_calls(msg) == [("f", {"k": "v"})] and msg.content == "done"
 
 
-def test_suffixed_spellings_are_content() -> None:
-    # Decision 13: only the plain spellings the template writes are delimiters.
+SUFFIXED = ("<think:opensource>R</think:opensource>A<tool_calls:opensource>\n<tool_call:opensource>f"
+            "<tool_sep:opensource>\n<arg_key:opensource>days</arg_key:opensource>\n<arg_value:opensource>3"
+            "</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>")
+
+
+def test_suffixed_spellings_are_content_when_nothing_names_the_suffix() -> None:
+    # Third-wave Decision 13, as fourth-wave Decision 8 keeps it: a suffix is never learned from a Hy3 output.
     text = "<tool_calls:opensource>\n<tool_call:opensource>f<tool_sep:opensource>\n</tool_calls:opensource>"
     msg = both_modes(text)
     assert msg.tool_calls == [] and msg.rejected == [] and msg.content == text
+    assert both_modes(SUFFIXED).content == SUFFIXED
+
+
+@pytest.mark.parametrize("source", [{"marker_suffix": ":opensource"},
+                                    {"prompt": "<｜hy_Assistant:opensource｜><think:opensource></think:opensource>"}])
+def test_the_suffix_named_by_the_option_or_the_prompt_spells_every_marker(source: dict[str, str]) -> None:
+    # Fourth-wave Decision 8: (a) the option, (d) the rendered prompt's last suffixed token.
+    msg = both_modes(SUFFIXED, tools=TYPED, **source)
+    assert (msg.reasoning, msg.content, named_calls(msg)) == ("R", "A", [("f", {"days": 3})])
+    # The plain spellings are text then.
+    plain = both_modes("<tool_calls><tool_call>f<tool_sep></tool_call></tool_calls>", **source)
+    assert plain.tool_calls == [] and plain.content == "<tool_calls><tool_call>f<tool_sep></tool_call></tool_calls>"
+
+
+def test_a_suffixed_prompt_says_whether_reasoning_is_open() -> None:
+    assert streamparse.thinking_forced_open("<｜hy_Assistant:opensource｜><think:opensource>", FMT)
+    assert not streamparse.thinking_forced_open("<｜hy_Assistant:opensource｜><think:opensource></think:opensource>",
+                                                FMT)
+    msg = both_modes(SUFFIXED.removeprefix("<think:opensource>"),
+                     prompt="<｜hy_Assistant:opensource｜><think:opensource>")
+    assert (msg.reasoning, msg.content) == ("R", "A")
+
+
+def test_the_suffix_from_the_tokenizer_or_the_template() -> None:
+    # Fourth-wave Decision 7 (b), (c): the added token `<tool_calls:SUF>`, a `<tool_calls:SUF>` literal, the
+    # HYTK switch of the Hy3-preview b53bd705 template.
+    template = (SHARED_TEMPLATE.read_text() if SHARED_TEMPLATE.exists() else
+                "{% set t = '<tool_calls>' %}{{ '<tool_call>' + n + '<tool_sep>' + '<arg_key>' + '<arg_value>' }}")
+    assert streamparse.detect_format(template) == FMT and streamparse.detect_marker_suffix(template, FMT) is None
+    switched = "{%- set HYTK = 'opensource' %}" + template
+    assert streamparse.detect_marker_suffix(switched, FMT) == ":opensource"
+    assert streamparse.detect_marker_suffix(template.replace("<tool_calls>", "<tool_calls:opensource>"),
+                                            FMT) == ":opensource"
+    config = {"chat_template": template, "added_tokens_decoder": {"7": {"content": "<tool_calls:opensource>"}}}
+    assert streamparse.detect_format(config) == FMT and streamparse.detect_marker_suffix(config, FMT) == ":opensource"
+    # Two different suffixes in one vocabulary: ambiguous, not detected.
+    config["added_tokens_decoder"]["8"] = {"content": "<tool_calls:6124c78e>"}
+    assert streamparse.detect_format(config) is None and streamparse.detect_marker_suffix(config, FMT) is None
 
 
 def test_an_unknown_tool_is_rejected_by_name() -> None:

@@ -22,7 +22,7 @@ TEXT = 'Hi <tool_call>{"name": "nope", "arguments": {}}</tool_call>'
 TOOLS = [{"name": "known", "parameters": {"type": "object"}}]
 NON_DEFAULT: dict[str, Any] = {"emit_calls": "progressive", "tool_calls_in_reasoning": "extract", "id_factory": ids,
                                "prompt": "<think>\n", "on_rejected": "content", "max_call_chars": 1000,
-                               "special_tokens": "ignore"}
+                               "special_tokens": "ignore", "marker_suffix": ":x"}
 
 
 def test_the_options_list_is_one_list() -> None:
@@ -54,6 +54,50 @@ def test_a_bad_option_value_names_the_choices() -> None:
         Options(on_rejected="drop")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_call_chars"):
         streamparse.parse("x", max_call_chars=0)
+    for suffix in ("6124c78e", ":", ":a b", ":a:b", ":<x>", ":" + "x" * 65):  # `:` and 1-64 characters, or ""
+        with pytest.raises(ValueError, match="marker_suffix must be '' or ':' and 1-64 characters"):
+            streamparse.parse("x", "hy_v4", marker_suffix=suffix)
+    with pytest.raises(ValueError, match=r"format 'hermes' spells its markers one way.*hy_v3, hy_v4"):
+        streamparse.parse("x", "hermes", marker_suffix=":x")
+
+
+def _content_and_names(result: Any) -> tuple[str, list[str]]:
+    """What an entry point's result says: its content and the names of its calls."""
+    if isinstance(result, StreamParser):
+        result = result.message
+    if isinstance(result, streamparse.Message):
+        return result.content, [call.name for call in result.tool_calls]
+    if isinstance(result, dict):  # an OpenAI message
+        return result["content"] or "", [call["function"]["name"] for call in result.get("tool_calls") or []]
+    deltas = [item["choices"][0]["delta"] if isinstance(item, dict) else item.to_openai() for item in result]
+    return ("".join(delta.get("content") or "" for delta in deltas),
+            [call["function"]["name"] for delta in deltas for call in delta.get("tool_calls") or []
+             if call.get("function", {}).get("name")])
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=lambda f: f.__qualname__)
+def test_every_entry_point_spells_the_markers_with_the_marker_suffix(entry: Any) -> None:
+    text = "<tool_calls:x><tool_call:x>known</tool_call:x></tool_calls:x> <tool_calls:y>"
+    if entry is StreamParser:
+        result: Any = StreamParser("hy_v4", TOOLS, marker_suffix=":x")
+        result.feed(text[:9])
+        result.feed(text[9:])
+        result.close()
+    elif entry in (streamparse.parse, openai.chat_message):
+        result = entry(text, "hy_v4", tools=TOOLS, marker_suffix=":x")
+    elif entry is streamparse.astream:
+        async def chunks() -> Any:
+            for chunk in (text[:9], text[9:]):
+                yield chunk
+
+        async def drain() -> list[Any]:
+            return [item async for item in entry(chunks(), "hy_v4", TOOLS, marker_suffix=":x")]
+
+        result = asyncio.run(drain())
+    else:
+        result = list(entry(iter([text[:9], text[9:]]), "hy_v4", tools=TOOLS, marker_suffix=":x"))
+    # The other spelling is text once the suffix is given.
+    assert _content_and_names(result) == ("<tool_calls:y>", ["known"])
 
 
 def test_the_adapters_apply_on_rejected_and_the_prompt() -> None:
@@ -71,11 +115,11 @@ def test_the_cli_has_a_flag_for_every_option() -> None:
     opts = build_argparser().parse_args(
         ["parse", "--format", "mistral", "--forced-open", "--prompt", "p", "--emit", "progressive",
          "--tool-calls-in-reasoning", "extract", "--on-rejected", "content", "--max-call-chars", "9",
-         "--special-tokens", "require", "--ids", "ordinal"])
+         "--special-tokens", "require", "--ids", "ordinal", "--marker-suffix", ":6124c78e"])
     options = options_from_flags(opts)
     assert options.with_changes(id_factory=None) == Options(
         "mistral", None, True, emit_calls="progressive", tool_calls_in_reasoning="extract", prompt="p",
-        on_rejected="content", max_call_chars=9, special_tokens="require")
+        on_rejected="content", max_call_chars=9, special_tokens="require", marker_suffix=":6124c78e")
     assert options.id_factory is not None and options.id_factory(3) == "call_3"
 
 

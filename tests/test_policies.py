@@ -127,8 +127,9 @@ def test_a_call_longer_than_max_call_chars_is_rejected_and_the_stream_moves_on(f
     text = big + separator + small
     message = streamparse.parse(text, fmt, max_call_chars=1000, id_factory=ids)
     assert [r.status for r in message.rejected] == ["too_long"]
-    # The raw text keeps the opener, the first 1000 characters of the body and the closer.
-    assert len(message.rejected[0].raw) <= 1000 + max(40, 2 * max(map(len, get_format(fmt).delimiters)))
+    # The raw text keeps the opener, the first 1000 characters of the body and the closer (a closer is
+    # its opener's name with a `/`: one character longer than the longest delimiter at most).
+    assert len(message.rejected[0].raw) <= 1000 + max(40, 2 * max(map(len, get_format(fmt).delimiters)) + 1)
     assert [(c.name, c.arguments) for c in message.tool_calls] == [("lookup", {"q": "y"})]
     for emit in ("validated", "progressive"):
         folded, streamed = run_stream([text[i:i + 7] for i in range(0, len(text), 7)], format=fmt,

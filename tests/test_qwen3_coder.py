@@ -156,7 +156,11 @@ TYPED = [
     ("items", "['a', 'b']", ["a", "b"]),
     ("count_or_text", "7", 7),  # a union tries the non-string types first
     ("count_or_text", "seven", "seven"),  # and falls back to the string
-    ("count_or_text", "03106", "03106"),  # a leading zero is no JSON number
+    ("count_or_text", "03106", "03106"),  # a union that allows a string keeps the zeros
+    ("count", "03106", 3106),  # typed integer, leading zeros read as the number (fourth wave, Decision 23)
+    ("count", "-007", -7),
+    ("ratio", "01.5", 1.5),
+    ("maybe_count", "012", 12),  # anyOf of integer and null: no string to keep the zeros
     ("maybe_count", "None", None),  # anyOf
     ("maybe_count", "12", 12),
     ("level", "0.5", 0.5),  # oneOf
@@ -185,7 +189,7 @@ def test_without_tools_every_value_is_a_string() -> None:
 
 
 @pytest.mark.parametrize(("key", "written", "error"), [
-    ("count", "03106", "$.count: '03106' is not of type 'integer'"),
+    ("count", "0x1f", "$.count: '0x1f' is not of type 'integer'"),  # only decimal digits (Decision 23)
     ("count", "4.5", "$.count: '4.5' is not of type 'integer'"),
     ("flag", "yes", "$.flag: 'yes' is not of type 'boolean'"),
     ("nothing", "NULL", "$.nothing: 'NULL' is not of type 'null'"),  # spellings are case-sensitive

@@ -166,3 +166,27 @@ def ids_then_bare_finish(upstream: Upstream, key: str, text: str, encode: Any) -
 def test_a_finish_chunk_without_ids_changes_nothing(server: Server, upstream: Upstream, tokenizer: Any) -> None:
     key = ids_then_bare_finish(upstream, "finish", CALL, tokenizer._text_ids)
     assert ask(server, key, True)[0] == {"content": CALL, "finish": "stop", "calls": []}
+
+
+@pytest.mark.parametrize("bad", [-1, 2**40, "vocab"], ids=["negative", "huge", "vocab-size"])
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("before_added", [True, False], ids=["before-added", "alone"])
+def test_a_token_id_outside_the_vocabulary_is_an_upstream_error(server: Server, upstream: Upstream, tokenizer: Any,
+                                                                bad: Any, stream: bool, before_added: bool) -> None:
+    # An id the tokenizer cannot hold is an answer the upstream got wrong: a 502 or an error event naming
+    # it, never a 500 from the tokenizer (an OverflowError in `decode`) nor an answer read from it.
+    bad = tokenizer.tokenizer.get_vocab_size(with_added_tokens=True) if bad == "vocab" else bad
+    begin = DELIMITERS[0]
+    ids, text = ([bad, *tokenizer.encode(begin)], f"x{begin}") if before_added else ([bad], "x")
+    key = f"bad-id-{bad}-{stream}-{before_added}"
+    choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": None}
+    if stream:
+        chunks = [{"choices": [choice]}, {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}]
+        raw = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+    else:
+        raw = [json.dumps({"choices": [{**choice, "finish_reason": "stop"}]}).encode()]
+    prompt = upstream.script(key, Script(raw=raw))
+    with pytest.raises(openai.APIError, match=f"token id {bad}, outside the tokenizer's vocabulary") as caught:
+        ask(server, prompt, stream)
+    if not stream:
+        assert isinstance(caught.value, openai.APIStatusError) and caught.value.status_code == 502

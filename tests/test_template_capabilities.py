@@ -1,4 +1,4 @@
-"""Template capabilities on the 61 real templates, the agent loop through every one that renders calls,
+"""Template capabilities on the 71 real templates, the agent loop through every one that renders calls,
 the workarounds and refusals, and `streamparse render`'s answers to bad input."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ AGENT_LOOP = [
 
 def test_capabilities_of_every_real_template() -> None:
     table = {path.name: _template(path.name).capabilities for path in ALL}
-    assert len(table) == 61
+    assert len(table) == len(ALL) == 71  # every template in ../shared/templates
     assert not table["DeepSeek-R1.jinja"].tools and not table["DeepSeek-V3.1.jinja"].tools
     assert table["DeepSeek-R1.jinja"].tool_calls and table["DeepSeek-R1.jinja"].arguments == "text"
     gpt_oss = table["gpt-oss-120b.jinja"]

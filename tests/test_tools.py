@@ -15,6 +15,7 @@ import pytest
 import streamparse
 from streamparse import Message, Options, ToolCall, Tools
 from streamparse.families import FAMILIES
+from streamparse.registry import get_format
 from streamparse.validation import BACKTRACK_LIMIT, CACHE_SIZE, ToolSet, compiled_tools
 
 FORMATS = [spec.name for spec in FAMILIES]
@@ -248,8 +249,9 @@ def test_typing_reads_top_level_branches_refs_and_nullable(fmt: str) -> None:
     message = outcome(wire(fmt, arguments), fmt, TYPED)
     assert statuses(message) == ["accepted"]
     # DSML writes string values with string="true", Kimi K3 with type="string": a string whenever the
-    # schema allows one (FORMATS.md)
-    mode = "null" if fmt in ("deepseek_v3_2", "kimi_k3") else None
+    # schema allows one (FORMATS.md); so does every dialect whose tags carry such a typing word
+    typing_word = any(getattr(envelope.body, "type_words", ()) for envelope in get_format(fmt).envelopes)
+    mode = "null" if typing_word else None
     assert message.tool_calls[0].arguments == {"path": "03106", "opts": {"deep": True}, "count": 5, "flag": None,
                                                "mode": mode}
 

@@ -50,6 +50,7 @@ class Script:
     replay: str | None = None        # a recorded stream in fixtures/streams (its .jsonl name), sent verbatim
     status: int | None = None        # answer this HTTP error status instead
     message: str = "upstream refused"
+    headers: dict[str, str] = field(default_factory=dict)  # sent with a `status` or `raw` answer
     break_after: int | None = None   # drop the connection after this many chunks
     error_event_after: int | None = None  # send an error event after this many chunks
     delay: float = 0.0               # seconds between chunks
@@ -102,7 +103,7 @@ class Upstream:
                                      "code": 400}, status_code=400)
             if script.status is not None:
                 return JSONResponse({"object": "error", "message": script.message, "type": "BadRequestError",
-                                     "code": script.status}, status_code=script.status)
+                                     "code": script.status}, status_code=script.status, headers=script.headers)
             if script.raw is not None:
                 return self._raw(script, body)
             if body.get("stream"):
@@ -128,7 +129,8 @@ class Upstream:
             for piece in script.raw or ():
                 yield piece
         media_type = "text/event-stream" if body.get("stream") else "application/json"
-        return StreamingResponse(pieces(), status_code=script.raw_status, media_type=media_type)
+        return StreamingResponse(pieces(), status_code=script.raw_status, media_type=media_type,
+                                 headers=script.headers)
 
     @staticmethod
     def _logprobs(piece: str, body: dict[str, Any]) -> dict[str, Any] | None:

@@ -96,7 +96,7 @@ class TaggedParams:
     # ended: the header's regex is matched on the text up to and including the first of these;
     # text after its match is read again as what follows the header.
     head_ends: tuple[str, ...] = (">", "<")
-    param_head_ends: tuple[str, ...] = (">", "<")
+    param_head_ends: tuple[str, ...] = (">", "<")  # the first is the one a well-formed head ends with
     # A value whose closing tag is missing loses one newline (or `\r\n`) just before what ends it
     # (the next parameter, the call's end): whitespace between elements, not value.
     newline_before_next_element: bool = False
@@ -132,6 +132,17 @@ class TaggedParams:
     # The `json_element`'s head after its opener, as the template writes it (Kimi K3's ` type="object"<|sep|>`):
     # a grammar then also writes the arguments as that one element. Empty: parameters only.
     json_form: str = ""
+    # A value that starts with this opener right after its parameter's head is the text up to the
+    # first closer, whatever it holds (MiniCPM5's CDATA `<![CDATA[`…`]]>`): inside, no tag is looked
+    # for (the call's end and the parameter tags are text); after the closer only whitespace and the
+    # parameter's closing tag may follow (the grammar's `value` rule says so too). None: no bracket.
+    raw_bracket: tuple[str, str] | None = None
+
+    @property
+    def closers(self) -> tuple[str, ...]:
+        """What ends a body of this kind, consumed (as every kind that declares closers says):
+        the call's end tag. A choosing kind (`first_character`) writes no closer of its own after it."""
+        return (self.call_close,)
 
     def name_of(self, match: Any) -> str:
         """The `name` group of a call or parameter header, stripped (and unescaped when declared)."""
@@ -142,7 +153,8 @@ class TaggedParams:
 
     def scanner(self) -> XmlEnvelopeScanner:
         """A fresh scanner for one call body of this dialect."""
-        return XmlEnvelopeScanner(self.call_close, self.wrapper_closers, self.param_open, self.param_close)
+        return XmlEnvelopeScanner(self.call_close, self.wrapper_closers, self.param_open, self.param_close,
+                                  self.raw_bracket, self.param_head_ends)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> XmlCallStreamer:
         """A fresh progressive streamer for one call body of this dialect."""
@@ -200,9 +212,8 @@ class TaggedParams:
         out: list[tuple[str | None, GrammarNode]] = []
         if not types or "string" in types:
             constants = enum_strings(schema)
-            text = alt(*(Lit(value) for value in constants)) if constants \
-                else Text((self.param_close, self.param_open, self.call_close))
-            out.append((self._word("string"), text))
+            texts = [alt(*(Lit(value) for value in constants))] if constants else self._raw_texts()
+            out += [(self._word("string"), text) for text in texts]
         others = types - {"string"}
         if others:
             value = Json(with_definitions(_without_string(schema, types), root))
@@ -211,6 +222,16 @@ class TaggedParams:
             for kind in sorted(others):
                 out.append((self._word(kind), alt(value, *spellings)))
         return out
+
+    def _raw_texts(self) -> list[GrammarNode]:
+        """A string's text up to the closing tag; with a `raw_bracket`, also the bracketed form, and
+        the bare text then never holds the bracket's opener (the parser would read it as one). (Each
+        its own option: a text directly followed by its stop is what llguidance's lazy lexeme needs.)"""
+        stops = (self.param_close, self.param_open, self.call_close)
+        if self.raw_bracket is None:
+            return [Text(stops)]
+        opener, closer = self.raw_bracket
+        return [Text((*stops, opener)), seq(Lit(opener), Text((closer,)), Lit(closer))]
 
     @staticmethod
     def _python_spellings(schema: Any, others: set[str], root: Mapping[str, Any]) -> list[GrammarNode]:
@@ -298,21 +319,38 @@ def _groups(pattern: Any) -> tuple[int, int, int]:
     return index["name"], index.get("string", index.get("type", 0)), index.get("closed", 0)
 
 
+_TAGS, _HEAD, _LEAD, _BRACKET = range(4)  # what XmlEnvelopeScanner looks for next
+
+
 class XmlEnvelopeScanner:
     """Ends a call body at the first `closer` (consumed), or at a `stop` (left for the enclosing
     wrapper) written outside a parameter value: a value holds any text but the parameter tags and
     the closer, so `</tool_call>` inside code is data, while after `</parameter>` it ends a call
-    whose `</function>` is missing. (A general building block: it could move to `scanning.py`.)"""
+    whose `</function>` is missing. With a `bracket` (`TaggedParams.raw_bracket`), a value that
+    opens with it right after its parameter's head (which ends at the first of `head_ends`) is
+    skipped to the bracket's closer, tags and all (a head ended by another of `head_ends` is
+    malformed: no bracket follows it). (A general building block: it could move to
+    `scanning.py`.)"""
 
-    def __init__(self, closer: str, stops: tuple[str, ...], param_open: str, param_close: str) -> None:
+    def __init__(self, closer: str, stops: tuple[str, ...], param_open: str, param_close: str,
+                 bracket: tuple[str, str] | None = None, head_ends: tuple[str, ...] = (">", "<")) -> None:
         self._closer = closer
         self._stops = frozenset(stops)
         self._param_open = param_open
         self._delimiters = delimiters_of((closer, *stops, param_open, param_close))
         self._in_value = False
+        self._bracket = bracket
+        self._head_ends = delimiters_of(head_ends)
+        self._head_end = head_ends[0]
+        self._bracket_end = delimiters_of(bracket[1:]) if bracket is not None else None
+        self._looking = _TAGS
 
     def scan(self, text: str, pos: int) -> ScanResult:
         while True:
+            if self._looking != _TAGS:
+                pos = self._in_head_or_bracket(text, pos)
+                if self._looking != _TAGS:
+                    return ScanResult(pos)
             match = self._delimiters.search(text, pos)
             if match is None:
                 return ScanResult(max(self._delimiters.held_from(text), pos))
@@ -321,9 +359,39 @@ class XmlEnvelopeScanner:
                 return ScanResult(match.start(), match.end())
             if found not in self._stops:
                 self._in_value = found == self._param_open
+                if self._in_value and self._bracket is not None:
+                    self._looking = _HEAD
             elif not self._in_value:
                 return ScanResult(match.start(), match.start())
             pos = match.end()
+
+    def _in_head_or_bracket(self, text: str, pos: int) -> int:
+        """From a parameter's head to its value's first characters, and through a bracketed value:
+        where tag searching goes on (all of `text` is read when `self._looking` is still not `_TAGS`;
+        a possible start of the bracket's opener or closer is then given again)."""
+        assert self._bracket is not None and self._bracket_end is not None
+        if self._looking == _HEAD:
+            end = self._head_ends.search(text, pos)
+            if end is None:
+                return max(self._head_ends.held_from(text), pos)
+            if end.group() != self._head_end:  # a malformed head: the grammar rejects the call
+                self._looking = _TAGS
+                return end.start()
+            self._looking, pos = _LEAD, end.end()
+        opener = self._bracket[0]
+        if self._looking == _LEAD:
+            if text.startswith(opener, pos):
+                self._looking, pos = _BRACKET, pos + len(opener)
+            elif len(text) - pos < len(opener) and opener.startswith(text[pos:]):
+                return pos  # it may still be the opener
+            else:
+                self._looking = _TAGS
+                return pos
+        found = self._bracket_end.search(text, pos)
+        if found is None:
+            return max(self._bracket_end.held_from(text), pos)
+        self._looking = _TAGS
+        return found.end()
 
 
 # ----------------------------------------------------------------- the final parse
@@ -494,7 +562,10 @@ def parse_call(dialect: TaggedParams, envelope: Envelope, tools: ToolSet) -> lis
             return [Rejection(INVALID_JSON, ["a parameter has no name"], name=name)]
         if key in arguments and not dialect.repeated_key_last_wins:
             return [Rejection(INVALID_JSON, [f"$.{key}: the parameter is given twice"], name=name)]
-        if dialect.framing_newline:
+        bracket = dialect.raw_bracket
+        if bracket is not None and raw.startswith(bracket[0]):  # the grammar read `opener text closer ws`
+            text = raw[len(bracket[0]):raw.rindex(bracket[1])]
+        elif dialect.framing_newline:
             text = strip_framing(raw)
         elif dialect.newline_before_next_element and not closed:
             text = _without_last_newline(raw)
@@ -596,7 +667,7 @@ def _without_string(schema: Any, types: set[str]) -> Any:
 
 # ----------------------------------------------------------------- progressive mode
 
-_HEADER, _BETWEEN, _PARAM_HEAD, _VALUE, _DONE = range(5)
+_HEADER, _BETWEEN, _PARAM_HEAD, _VALUE, _DONE, _BRACKET, _AFTER_BRACKET = range(7)
 
 
 class XmlCallStreamer:
@@ -627,6 +698,8 @@ class XmlCallStreamer:
         self._key = ""
         self._lead_done = False  # the leading framing newline of the current value was settled
         self._typed: list[str] = []  # the raw text of a value sent when it closes
+        self._bracket_end = delimiters_of(dialect.raw_bracket[1:]) if dialect.raw_bracket is not None else None
+        self._bracket_pending = False  # the value just began: it may open with the raw-value bracket
 
     def feed(self, body: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -636,6 +709,10 @@ class XmlCallStreamer:
         while pos < len(text) and self._state != _DONE:
             if self._state == _VALUE:
                 pos = self._value(text, pos, events)
+            elif self._state == _BRACKET:
+                pos = self._bracketed(text, pos, events)
+            elif self._state == _AFTER_BRACKET:
+                pos = self._after_bracket(text, pos, events)
             elif self._state == _BETWEEN:
                 pos = self._between(text, pos)
             else:
@@ -690,6 +767,7 @@ class XmlCallStreamer:
         self._key, self._flag = key, flag
         self._lead_done = not self._dialect.framing_newline
         self._typed = []
+        self._bracket_pending = self._bracket_end is not None
         opening = '"' if self._streaming else ""
         events.append(ArgumentsFragment(0, separator + encode_basestring(key) + ": " + opening))
         self._state = _VALUE
@@ -709,6 +787,15 @@ class XmlCallStreamer:
         return len(text)
 
     def _value(self, text: str, pos: int, events: list[StreamEvent]) -> int:
+        if self._bracket_pending:  # `TaggedParams.raw_bracket`: right after the head, or not at all
+            opener = self._dialect.raw_bracket[0]  # type: ignore[index]
+            if text.startswith(opener, pos):
+                self._bracket_pending, self._state = False, _BRACKET
+                return pos + len(opener)
+            if len(text) - pos < len(opener) and opener.startswith(text[pos:]):
+                self._carry = text[pos:]
+                return len(text)
+            self._bracket_pending = False
         match = self._ends.search(text, pos)
         if not self._lead_done:
             if match is None and (pos == len(text) or (pos == len(text) - 1 and text[pos] == "\r")):
@@ -737,6 +824,34 @@ class XmlCallStreamer:
         self._value_closed(events)
         self._state = _BETWEEN if closed else _PARAM_HEAD
         return match.end()
+
+    def _bracketed(self, text: str, pos: int, events: list[StreamEvent]) -> int:
+        """Inside the raw-value bracket: all of it is value text, up to the bracket's closer."""
+        assert self._bracket_end is not None
+        found = self._bracket_end.search(text, pos)
+        if found is None:
+            end = max(self._bracket_end.held_from(text), pos)
+            self._value_text(text[pos:end], events)
+            self._carry = text[end:]
+            return len(text)
+        self._value_text(text[pos:found.start()], events)
+        self._state = _AFTER_BRACKET
+        return found.end()
+
+    def _after_bracket(self, text: str, pos: int, events: list[StreamEvent]) -> int:
+        """After the bracket's closer: whitespace, then the parameter's closing tag (else the call
+        is rejected: quiet)."""
+        pos = self._ws.match(text, pos).end()
+        close = self._dialect.param_close
+        if text.startswith(close, pos):
+            self._value_closed(events)
+            self._state = _BETWEEN
+            return pos + len(close)
+        if len(text) - pos < len(close) and close.startswith(text[pos:]):
+            self._carry = text[pos:]
+        else:
+            self._state = _DONE
+        return len(text)
 
     @staticmethod
     def _before_trailing_newline(text: str, pos: int, end: int) -> int:

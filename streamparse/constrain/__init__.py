@@ -38,7 +38,8 @@ def _tools(tools: Sequence[Mapping[str, Any]] | Tools | None) -> Tools | None:
 def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
                 tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
                 thinking_forced_open: bool = False, syntax: str = "structural_tag",
-                token_ids: Mapping[str, int] | None = None, unicode_escapes: bool = False) -> dict[str, Any] | str:
+                token_ids: Mapping[str, int] | None = None, unicode_escapes: bool = False,
+                marker_suffix: str | None = None) -> dict[str, Any] | str:
     """The grammar of what the model of `format` may write, its calls limited by `tool_choice`.
 
     `syntax`: "structural_tag" (a dict, xgrammar's structural tag for vLLM and SGLang), "lark" (a
@@ -48,24 +49,27 @@ def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None =
     for "lark", let JSON strings hold a `\\uXXXX` escape of a printable character (`"\\u2014"`, valid
     JSON that llguidance refuses unless told: its `json_allow_general_unicode_escapes`, llguidance 1.8
     and later; an older llguidance refuses the grammar); the other syntaxes always take them.
+    `marker_suffix`: for a format whose markers carry a checkpoint's suffix (`hy_v4`, `hy_v3`), the
+    markers spelled with it (`:6124c78e`; the parser's option of that name).
     Raises `ValueError` for an unknown format, syntax or tool, or a bad
     `tool_choice`; `GrammarUnsupported` (a `ValueError`) where the format's layout has no grammar."""
     if syntax not in SYNTAXES:
         raise ValueError(f"syntax must be one of {', '.join(SYNTAXES)}; got {syntax!r}")
-    spec = get_format(format)
+    spec = get_format(format, marker_suffix)
     toolset = _tools(tools)
     choice = choice_of(tool_choice, toolset, parallel_tool_calls)
     ids = tuple(sorted(token_ids.items())) if token_ids else ()
     written = _written(spec.name, toolset, choice, bool(thinking_forced_open), syntax, ids,
-                       bool(unicode_escapes) and syntax == "lark")
+                       bool(unicode_escapes) and syntax == "lark", marker_suffix)
     return json.loads(written) if syntax == "structural_tag" else written
 
 
 @lru_cache(maxsize=256)
 def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_open: bool, syntax: str,
-             token_ids: tuple[tuple[str, int], ...] = (), unicode_escapes: bool = False) -> str:
+             token_ids: tuple[tuple[str, int], ...] = (), unicode_escapes: bool = False,
+             marker_suffix: str | None = None) -> str:
     """The grammar text, built once per format, tool list, choice and syntax (a structural tag as JSON)."""
-    node = output_grammar(get_format(name), tools, choice, thinking_forced_open).whole
+    node = output_grammar(get_format(name, marker_suffix), tools, choice, thinking_forced_open).whole
     if syntax == "structural_tag":
         return json.dumps(structural_tag(node), ensure_ascii=False)
     if syntax == "lark":
@@ -75,21 +79,21 @@ def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_ope
 
 def grammar_triggers(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
                      tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
-                     thinking_forced_open: bool = False) -> dict[str, Any]:
+                     thinking_forced_open: bool = False, marker_suffix: str | None = None) -> dict[str, Any]:
     """llama.cpp server's request fields for the format's GBNF grammar: `grammar`, `grammar_lazy`,
     `grammar_triggers` (`{"type": 1, "value": WORD}`: a word trigger) and `preserved_tokens`.
 
     With calls optional ("auto", or allowed_tools in auto mode) the grammar is lazy: the text before a
     call is free, and the grammar, rooted at the call opener, applies from the first trigger word
     (the wrapper's or envelope's opener). Otherwise it is the whole-output grammar `grammar_for`
-    gives, applied from the first token, with no triggers."""
-    spec = get_format(format)
+    gives, applied from the first token, with no triggers. `marker_suffix` as for `grammar_for`."""
+    spec = get_format(format, marker_suffix)
     toolset = _tools(tools)
     choice = choice_of(tool_choice, toolset, parallel_tool_calls)
     output = output_grammar(spec, toolset, choice, bool(thinking_forced_open))
     preserved = list(spec.special)
     if output.calls is None or not output.calls_optional:
-        grammar = _written(spec.name, toolset, choice, bool(thinking_forced_open), "gbnf")
+        grammar = _written(spec.name, toolset, choice, bool(thinking_forced_open), "gbnf", marker_suffix=marker_suffix)
         return {"grammar": grammar, "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": preserved}
     words = call_openers(spec)
     return {"grammar": gbnf(seq(output.calls, SPACE)), "grammar_lazy": True,

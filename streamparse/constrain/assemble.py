@@ -179,7 +179,7 @@ def envelope_output(spec: FormatSpec, tools: Tools | None, choice: Choice, think
         return Output(mark_special(anchored, mark), None, False, end=mark_special(end, mark))
     calls = mark_special(_calls(spec, tools, choice), mark)
     open_reasoning = None
-    if spec.calls_end_reasoning and spec.reasoning:
+    if spec.ends_reasoning_at_calls(forced) and spec.reasoning:
         stops = tuple(dict.fromkeys((*(closer for _, closer in spec.reasoning), *spec.call_openers)))
         opened = alt(*(Lit(opener) for opener, _ in spec.reasoning))
         open_reasoning = mark_special(Text(stops) if forced else seq(opened, Text(stops)), mark)
@@ -225,12 +225,16 @@ def _reasoning(spec: FormatSpec, forced: bool) -> Node:
     if not spec.reasoning:
         return EMPTY
     # Where a call opener ends reasoning, reasoning cannot hold one.
-    also = spec.call_openers if spec.calls_end_reasoning else ()
+    also = spec.call_openers if spec.ends_reasoning_at_calls(forced) else ()
     if forced:
         inside = alt(*(seq(Text((closer, *also)), Lit(closer)) for _, closer in spec.reasoning))
         return optional(inside) if spec.forced_reasoning_needs_closer else inside
-    # The block opens at the start, after optional whitespace (GLM-4.5/4.6 write `⏎<think>`).
-    blocks = alt(*(seq(Lit(opener), Text((closer, *also)), Lit(closer)) for opener, closer in spec.reasoning))
+    # The block opens at the start, after optional whitespace (GLM-4.5/4.6 write `⏎<think>`); it holds
+    # none of its opener's closers (an opener declared in several pairs has several).
+    closers: dict[str, tuple[str, ...]] = {}
+    for opener, closer in spec.reasoning:
+        closers[opener] = (*closers.get(opener, ()), closer)
+    blocks = alt(*(seq(Lit(opener), Text((*closers[opener], *also)), Lit(closer)) for opener, closer in spec.reasoning))
     return optional(seq(FRAMING_SPACE, blocks))
 
 
@@ -255,24 +259,27 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     space = Regex(FRAMING_SPACE.pattern, stops=tuple(stop for stop in content_stops(spec) if stop[:1].strip()))
     if not spec.wrappers:
         return Repeat(one, 1, choice.most, space)
-    wrapper = spec.wrappers[0]
-    between: Node = space
-    if wrapper.framing:
-        between = seq(space, optional(Lit(wrapper.framing[0])), space)
-    inside = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), space)
-    closer = alt(*map(Lit, wrapper.closers))
+    # Every wrapper the format reads, each with its own closers (DeepSeek V3.2's `function_calls`
+    # block and V4's `tool_calls` block).
+    blocks: list[tuple[Node, Node]] = []
+    for wrapper in spec.wrappers:
+        between: Node = space
+        if wrapper.framing:
+            between = seq(space, optional(Lit(wrapper.framing[0])), space)
+        inside = seq(alt(*map(Lit, wrapper.openers)), FRAMING_SPACE, Repeat(one, 1, choice.most, between), space)
+        blocks.append((inside, alt(*map(Lit, wrapper.closers))))
     # The last block may be left open: the output's end closes it (DeepSeek V3 and Solar Open
     # templates write no closer after their calls).
-    last = seq(inside, optional(closer))
+    last = alt(*(seq(inside, optional(closer)) for inside, closer in blocks))
     if choice.most == 1:
         return last
-    return seq(Repeat(seq(inside, closer, FRAMING_SPACE)), last)
+    return seq(Repeat(alt(*(seq(inside, closer, FRAMING_SPACE) for inside, closer in blocks))), last)
 
 
 def call_openers(spec: FormatSpec) -> tuple[str, ...]:
-    """The text each constrained call block starts with: the wrapper's opener, or each envelope's."""
+    """The text each constrained call block starts with: the wrappers' openers, or each envelope's."""
     if spec.wrappers:
-        return spec.wrappers[0].openers
+        return tuple(dict.fromkeys(opener for wrapper in spec.wrappers for opener in wrapper.openers))
     return tuple(dict.fromkeys(opener[:len(opener) - envelope.body_lead]
                                for envelope in spec.envelopes for opener in envelope.openers))
 

@@ -21,13 +21,19 @@ class DelimiterSets:
         def keep(strings: Sequence[str]) -> list[str]:
             return [s for s in strings if s not in exclude]
 
-        closer_of = dict(spec.reasoning)
+        # An opener declared in several pairs is closed by any of their closers (K2 Horizon's
+        # `<ifm|think_fast>` by `</ifm|think_fast>` or `</ifm|think>`).
+        closer_of: dict[str, tuple[str, ...]] = {}
+        for opener, closer in spec.reasoning:
+            closer_of[opener] = (*closer_of.get(opener, ()), closer)
         # What each delimiter found opens or closes (the same for every parser of the format).
         self.closer_of = closer_of
-        self.reasoning_closers = tuple(dict.fromkeys(closer_of.values()))
+        self.reasoning_closers = tuple(dict.fromkeys(closer for closers in closer_of.values() for closer in closers))
         self.envelope_of = {opener: envelope for envelope in spec.envelopes for opener in envelope.openers}
         self.wrapper_of = {opener: wrapper for wrapper in spec.wrappers for opener in wrapper.openers}
         self.reasoning_openers = Delimiters(keep(list(closer_of)))
+        # `FormatSpec.leading_framing`: dropped at the very start, before a reasoning opener.
+        self.leading = Delimiters(keep(list(spec.leading_framing)))
         # In token-aware mode a call starts only at a special token: an opener that is ordinary text
         # (Qwen3-Coder's `<function=`) counts only inside a wrapper that a special token opened.
         openers = [o for e in spec.envelopes for o in e.openers] + [o for w in spec.wrappers for o in w.openers]
@@ -56,8 +62,8 @@ class DelimiterSets:
         self.wrappers = {id(w): Delimiters(keep([o for e in spec.envelopes for o in e.openers] + list(w.closers)
                                                 + list(w.framing)))
                          for w in spec.wrappers}
-        # Openers searched inside reasoning: every call opener when calls are extracted from it, else
-        # those the format declares as ending unclosed reasoning (`FormatSpec.calls_end_reasoning`).
+        # Openers searched inside reasoning: every call opener when calls are extracted from it or end
+        # it (`extract`: `FormatSpec.ends_reasoning_at_calls` for the parser's options), else none.
         self._in_reasoning = tuple(openers) if extract or spec.calls_end_reasoning else ()
         self._reasoning_framing = tuple(self.framing) if spec.framing_in_reasoning else ()
         # Headed messages (`FormatSpec.messages`): what the text outside messages, a header and a body search.

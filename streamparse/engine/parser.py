@@ -32,6 +32,7 @@ from .envelopes import ENVELOPE_MODE, OpenEnvelope, OpenWrapper
 from .input import LookAlikes, Utf8Input
 from .regions import Output, Region
 from .settle import Settler
+from .suffixes import SuffixLearner
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -57,7 +58,7 @@ class StreamParser:
     _full: DelimiterSets
     _openers_to_envelope: dict[str, EnvelopeSpec]
     _openers_to_wrapper: dict[str, WrapperSpec]
-    _closer_of: dict[str, str]
+    _closer_of: dict[str, tuple[str, ...]]
     _all_reasoning_closers: tuple[str, ...]
     _calls_end_reasoning: bool
     _answer_opener: str
@@ -95,6 +96,8 @@ class StreamParser:
     _messages: messages.MessageState | None
     _anchored: Anchors | None
     _base: int
+    _learning: Any | None  # a `regex` pattern: the output markers that fix the marker suffix
+    _learner: SuffixLearner | None
 
     def __init__(
         self,
@@ -131,6 +134,9 @@ class StreamParser:
         self._messages = messages.MessageState(spec.messages) if spec.messages is not None else None
         # Envelopes recognised by position and pattern (`FormatSpec.anchors`, `anchors.py`).
         self._anchored = Anchors(spec) if spec.anchors else None
+        # A marker suffix learned from the output (`MarkerSuffix.learned`): read from text, or in
+        # token-aware mode from the special tokens alone (ordinary text never counts there).
+        self._learner = SuffixLearner(self._learning) if self._learning is not None and not self._specials else None
 
     # ----------------------------------------------------------------- public API
 
@@ -187,6 +193,10 @@ class StreamParser:
         elif not isinstance(text, str):
             raise TypeError(f"Token.text must be str or bytes, got {type(text).__name__}")
         self._run(self._input.flush())
+        if token.special and self._learning is not None and self._specials:
+            learned = self._learning.fullmatch(text)
+            if learned is not None:
+                self._learned(learned.group("suffix") or "")
         if token.special and text in self._specials:
             self._special_token(text)
         else:
@@ -207,6 +217,10 @@ class StreamParser:
         if self._closed:
             raise ValueError("close() was already called on this parser")
         self._run(self._input.flush())
+        if self._learner is not None:  # what it held cannot become a marker now: text
+            held = self._learner.flush()
+            self._learner = None
+            self._run(held)
         self._closed = True
         self._finish()
         output = self._output
@@ -237,7 +251,7 @@ class StreamParser:
             return 0
         if self._mode in messages.MODES:
             return messages.held_back(self)
-        held = len(self._carry)
+        held = len(self._carry) + (len(self._learner.held) if self._learner is not None else 0)
         region = self._region()
         if region is not None:
             held += region.pending_length
@@ -259,6 +273,15 @@ class StreamParser:
 
     def _run(self, text: str) -> None:
         """Drive the readers over `text`, each from where the last one stopped."""
+        learner = self._learner
+        if learner is not None:  # the marker suffix is not known yet: the output's first marker fixes it
+            self._scanned += len(learner.held)
+            text, suffix, after = learner.read(text)
+            if suffix is not None:
+                self._learner = None
+                self._run(text)
+                self._learned(suffix)
+                text = after
         if not text:
             return
         self._base = self._received - len(self._carry)  # where text[0] is in the output
@@ -275,6 +298,25 @@ class StreamParser:
             pos = readers[self._mode](self, text, pos)
         if self._spaced:
             self._note_previous(text)
+
+    def _learned(self, suffix: str) -> None:
+        """The output fixed the marker suffix: from here on the delimiters are spelled with it. What
+        was read before held no marker of any spelling, so only the declaration changes (the
+        delimiters, and what depends on them); the regions and the mode stay."""
+        self._learning = None
+        if suffix:
+            options = self.options
+            learned = _LEARNED.get((id(options), suffix))
+            if learned is None or learned[0] is not options:  # the options with the suffix, made once
+                learned = (options, options.with_changes(marker_suffix=suffix))
+                with _FIXED_LOCK:
+                    _LEARNED[(id(options), suffix)] = learned
+                    while len(_LEARNED) > _FIXED_SIZE:
+                        del _LEARNED[next(iter(_LEARNED))]
+            fixed = _FIXED.get(id(learned[1]))
+            if fixed is None or fixed[0] is not learned[1]:
+                fixed = _fixed_state(learned[1])
+            self.__dict__.update({key: fixed[1][key] for key in _DECLARED})
 
     def _note_previous(self, text: str) -> None:
         """Keep the character before what is held back: the one before the next text read."""
@@ -309,10 +351,17 @@ class StreamParser:
         if match is None:
             return len(text)
         pos = match.start()
+        leading = self._sets.leading
+        if leading.strings:  # the generation prompt's role marker, echoed: framing
+            marker = leading.starting(text, pos)
+            if marker is not None:
+                return pos + len(marker)
+            if leading.is_prefix(text, pos):
+                return self._hold(text, pos)
         openers = self._sets.reasoning_openers
         opener = openers.starting(text, pos)
         if opener is not None:
-            self._enter_reasoning((self._closer_of[opener],) if not self._forced else self._all_reasoning_closers)
+            self._enter_reasoning(self._closer_of[opener] if not self._forced else self._all_reasoning_closers)
             self._lead_pending = self._lead is not None
             return pos + len(opener)
         if openers.is_prefix(text, pos):
@@ -384,7 +433,7 @@ class StreamParser:
             if self._answer_open and found == self._answer_closer:
                 self._answer_open = False
             elif found in self._sets.reopeners:
-                self._enter_reasoning((self._closer_of[found],))
+                self._enter_reasoning(self._closer_of[found])
             elif found in self._sets.trailing_framing:
                 region.hold(found)  # framing if only whitespace follows it to the end; else content
             elif found in self._spaced and not (text[at - 1] if at else self._previous or " ").isspace():
@@ -748,15 +797,17 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
     with one `__dict__` update. Kept for the last `_FIXED_SIZE` options, with the options
     themselves (so that an id is not reused while it is a key)."""
     spec: FormatSpec = get_format(options.format)
+    suffix = options.marker_suffix
+    if suffix is None and spec.marker_suffix is not None and options.prompt is not None:
+        suffix = spec.marker_suffix.in_prompt(options.prompt)  # the rendered prompt's spelling
+    # `MarkerSuffix.learned` while the suffix is still to be learned from the output
+    learning = spec.marker_suffix.learned if suffix is None and spec.marker_suffix is not None else ""
+    if suffix is not None:
+        spec = get_format(options.format, suffix)
     require_special = options.special_tokens == "require"
     if require_special and not spec.special:
         raise ValueError(f"format {spec.name!r} declares no special tokens, so token-aware mode cannot "
                          "tell its delimiters from text; use special_tokens='ignore'")
-    extract = options.tool_calls_in_reasoning == "extract"
-    full = delimiter_sets(spec, extract, frozenset())  # built once per format
-    specials = frozenset(spec.special) if require_special else frozenset()
-    ordinary = delimiter_sets(spec, extract, specials) if specials else full
-    progressive = options.emit_calls == "progressive"
     forced = options.thinking_forced_open or (
         options.prompt is not None and spec.ends_inside_reasoning(options.prompt))
     deferred = forced and spec.forced_reasoning_needs_closer
@@ -765,6 +816,13 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
         deferred = spec.forced_reasoning_needs_closer
     if not spec.reasoning or spec.ignores_forced_open:  # a format without reasoning ignores thinking_forced_open
         forced = False
+    # Call openers are looked for in reasoning where they are calls there (extracted, or ending it).
+    calls_end_reasoning = spec.ends_reasoning_at_calls(forced)
+    in_reasoning = options.tool_calls_in_reasoning == "extract" or calls_end_reasoning
+    full = delimiter_sets(spec, in_reasoning, frozenset())  # built once per format
+    specials = frozenset(spec.special) if require_special else frozenset()
+    ordinary = delimiter_sets(spec, in_reasoning, specials) if specials else full
+    progressive = options.emit_calls == "progressive"
     # `FormatSpec.framing_after_reasoning`: Granite's `<response>` / `</response>` ("" when none).
     answer_opener, answer_closer = spec.framing_after_reasoning or ("", "")
     state: dict[str, Any] = {
@@ -777,7 +835,7 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
         "_openers_to_wrapper": full.wrapper_of,
         "_closer_of": full.closer_of,
         "_all_reasoning_closers": full.reasoning_closers,
-        "_calls_end_reasoning": spec.calls_end_reasoning,
+        "_calls_end_reasoning": calls_end_reasoning,
         "_answer_opener": answer_opener,
         "_answer_closer": answer_closer,
         "_specials": specials,
@@ -816,6 +874,8 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
         "_whole_of": {opener: whole for opener, envelope in full.envelope_of.items()
                       if (whole := getattr(envelope.body, "whole", None)) is not None}
         if not progressive and options.max_call_chars is None and not require_special else {},
+        # `MarkerSuffix.learned`, compiled, while the suffix is still to be learned from the output.
+        "_learning": regex.compile(learning) if learning else None,
     }
     made = (options, state)
     with _FIXED_LOCK:
@@ -825,7 +885,15 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
     return made
 
 
+# What `_fixed_state` works out from the format's declaration alone: replaced when the output fixes
+# the marker suffix (`StreamParser._learned`).
+_DECLARED = ("_spec", "_full", "_openers_to_envelope", "_openers_to_wrapper", "_closer_of", "_all_reasoning_closers",
+             "_calls_end_reasoning", "_answer_opener", "_answer_closer", "_specials", "_ordinary", "_sets",
+             "_look_alikes", "_reasoning_closers", "_lead", "_spaced", "_whole_of")
+
 _FIXED: dict[int, tuple[Options, dict[str, Any]]] = {}
+# The options a learned marker suffix makes of a parser's, by their id and the suffix (kept with them).
+_LEARNED: dict[tuple[int, str], tuple[Options, Options]] = {}
 _FIXED_SIZE = 64
 _FIXED_LOCK = threading.Lock()
 

@@ -23,10 +23,21 @@ from .regions import Output
 logger = logging.getLogger("streamparse")
 
 
+def loggable(text: str) -> str:
+    """`text` with every character that is not printable (newlines, ANSI escapes, other control and
+    format characters) written as its Python escape (`\\n`, `\\x1b`, `\\u2028`): what a model or a
+    request wrote stays on its one log line and cannot forge another or restyle a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(character if character.isprintable() else repr(character)[1:-1] for character in text)
+
+
 def _log_rejected(call: RejectedCall, position: int) -> None:
     if logger.isEnabledFor(logging.INFO):
-        logger.info("rejected tool call: status=%s tool=%s at character %d: %s", call.status, call.name, position,
-                    "; ".join(call.errors)[:200])
+        # The name and the errors are the model's words: escaped, one line whatever it wrote.
+        logger.info("rejected tool call: status=%s tool=%s at character %d: %s", call.status,
+                    None if call.name is None else loggable(call.name), position,
+                    loggable("; ".join(call.errors)[:200]))
         logger.debug("rejected tool call raw text at character %d: %r", position, call.raw)
 
 

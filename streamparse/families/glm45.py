@@ -65,7 +65,9 @@ def render(message: Message) -> str:
 
 GLM45 = FormatSpec(
     name="glm45",
-    aliases=("glm46", "glm47", "ling3", "ring"),
+    aliases=("glm46", "glm47", "ring",
+             # Fourth wave (Decision 19): Poolside Laguna, iFlytek Spark 2.5, GLM-5.x.
+             "poolside_v1", "laguna", "spark25", "glm5"),
     reasoning=(THINK,),
     envelopes=(EnvelopeSpec(openers=(CALL_OPENER,), body=BODY),),
     render=render,

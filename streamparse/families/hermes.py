@@ -32,7 +32,9 @@ def call_list(message: Message) -> str:
 
 HERMES = FormatSpec(
     name="hermes",
-    aliases=("qwen2_5", "qwen3", "hermes2_pro", "granite4", "ernie45", "mimo_vl", "reka_edge"),
+    aliases=("qwen2_5", "qwen3", "hermes2_pro", "granite4", "ernie45", "mimo_vl", "reka_edge",
+             # Fourth wave (Decision 19): LG EXAONE 4.0, K-EXAONE, Arcee Trinity, MiroThinker v1.
+             "exaone4", "exaone_moe", "trinity", "mirothinker"),
     reasoning=(THINK,),
     envelopes=(
         EnvelopeSpec(openers=(OPENER,), body=JsonCall("hermes", closers=(CLOSER,), tag=OPENER)),

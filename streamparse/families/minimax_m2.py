@@ -8,11 +8,12 @@ streaming are `bodies/tagged_params.py` (the `tagged_params` kind).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..bodies.tagged_params import TaggedParams
 from ..spec import EnvelopeSpec, FormatSpec, WrapperSpec
-from ..types import Message
+from ..types import Message, ToolCall
 
 THINK = ("<think>", "</think>")
 BLOCK_OPENER, BLOCK_CLOSER = "<minimax:tool_call>", "</minimax:tool_call>"
@@ -34,8 +35,17 @@ BODY = TaggedParams(
 )
 
 
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A value as the template writes it: a string raw, anything else JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def invokes(calls: Sequence[ToolCall]) -> str:
+    """The calls as `<invoke>` elements, each and each of its parameters followed by a newline."""
+    return "".join(f'{INVOKE_OPENER}"{call.name}">\n'
+                   + "".join(f'{PARAM_OPENER}"{key}">{value_text(value)}{PARAM_CLOSER}\n'
+                             for key, value in call.arguments.items())
+                   + f"{INVOKE_CLOSER}\n" for call in calls)
 
 
 def render(message: Message) -> str:
@@ -43,13 +53,7 @@ def render(message: Message) -> str:
     out = f"{THINK[0]}\n{message.reasoning}\n{THINK[1]}\n\n" if message.reasoning else ""
     out += message.content
     if message.tool_calls:
-        invokes = "".join(
-            f'{INVOKE_OPENER}"{call.name}">\n'
-            + "".join(f'{PARAM_OPENER}"{key}">{_text(value)}{PARAM_CLOSER}\n' for key, value in call.arguments.items())
-            + f"{INVOKE_CLOSER}\n"
-            for call in message.tool_calls
-        )
-        out += f"\n{BLOCK_OPENER}\n{invokes}{BLOCK_CLOSER}"
+        out += f"\n{BLOCK_OPENER}\n{invokes(message.tool_calls)}{BLOCK_CLOSER}"
     return out
 
 

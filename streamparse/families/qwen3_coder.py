@@ -48,7 +48,9 @@ def render(message: Message) -> str:
 
 QWEN3_CODER = FormatSpec(
     name="qwen3_coder",
-    aliases=("nemotron3", "step3p5"),
+    aliases=("nemotron3", "step3p5",
+             # Fourth wave (Decision 19): Qwen3.6, Qwen3.8, NVIDIA Nemotron 3.5 Lightning.
+             "qwen3_6", "qwen3_8", "nemotron3_5"),
     reasoning=(THINK,),
     envelopes=(
         EnvelopeSpec(

@@ -2,8 +2,9 @@
 
 `RequireApiKey` is ASGI middleware, so a refused request is answered before its body is read. As vLLM's
 `--api-key` does, only the API paths need the key: `/health` (for load balancers) and `/metrics` (for
-scrapers; counts only, no request content) stay open. A key sent in another header (`api-key`,
-`x-api-key`) does not count: one way in, the one the OpenAI SDK uses.
+scrapers; counts only, no request content) stay open. A key sent in another header (`api-key`, a
+cookie) does not count; `x-api-key`, the Anthropic SDK's, counts on that API's paths (`/v1/messages…`)
+only. A refusal is written in the shape of the API asked (OpenAI's, Anthropic's, Ollama's).
 """
 
 from __future__ import annotations
@@ -59,13 +60,24 @@ class RequireApiKey:
             await self.app(scope, receive, send)
             return
         headers = [value for name, value in scope["headers"] if name == b"authorization"]
+        anthropic = scope["path"].startswith("/v1/messages")
+        keys = [value for name, value in scope["headers"] if name == b"x-api-key"] if anthropic else []
+        if keys and not headers:  # the Anthropic SDK's header, on its API's paths only; the same check
+            headers = [b"Bearer " + keys[0]] * len(keys)
         problem = ("send one Authorization header, not several" if len(headers) > 1
                    else key_problem(headers[0] if headers else None, self.key_digest))
         if problem is None:
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"error": {"message": problem, "type": "invalid_request_error", "param": None,
-                                     "code": "invalid_api_key"}}).encode()
+        if anthropic:
+            problem = problem.replace("'Authorization: Bearer KEY'", "'x-api-key: KEY'")
+            payload: dict[str, Any] = {"type": "error", "error": {"type": "authentication_error", "message": problem}}
+        elif scope["path"].startswith("/api/"):
+            payload = {"error": problem}
+        else:
+            payload = {"error": {"message": problem, "type": "invalid_request_error", "param": None,
+                                 "code": "invalid_api_key"}}
+        body = json.dumps(payload).encode()
         await send({"type": "http.response.start", "status": 401, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"www-authenticate", b'Bearer realm="streamparse"')]})

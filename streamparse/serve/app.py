@@ -12,14 +12,16 @@ only from real special tokens); one that does not is read as text. Needs the `se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeVar
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -33,17 +35,28 @@ from ..registry import get_format
 from ..types import ReasoningField
 from ..validation import compiled_tools
 from .access import RequireApiKey
-from .checks import InvalidRequest, InvalidUpstream, check_upstream, parse_request, parse_upstream
+from .apis import ApiError, ChatRequest, anthropic, ollama, responses
+from .apis.answer import Part, answer_parts
+from .checks import (
+    InvalidRequest,
+    InvalidUpstream,
+    check_request,
+    check_upstream,
+    parse_body,
+    parse_request,
+    parse_upstream,
+)
 from .constraints import Constraint, Unenforceable, constraint_of, kind_of_models, upstream_fields
+from .deadline import DeadlineExceeded, within
 from .http import HttpClient, HttpError, HttpResponse
-from .limits import Limits, OverLimit, check_messages, read_body
+from .limits import DEFAULT_PREPARE_TIMEOUT, Limits, OverLimit, check_messages, read_body
 from .metrics import CONTENT_TYPE, Metrics, shared_between_workers
 from .requests import RequestLog, RequestRecord, configure_logging
 from .sse import ChunkWriter, EventStream, sse
 from .template import CapabilityError, ChatTemplate, TemplateRenderError
 from .tokens import PromptTokenizer
-from .upstream import UpstreamEvents, UpstreamStreamError, error_message, joined
-from .workers import run_workers
+from .upstream import UpstreamEvents, UpstreamStreamError, error_message, joined, relayed_headers
+from .workers import Tick, run_workers
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -53,6 +66,7 @@ _CHAT_KEYS = frozenset({"messages", "tools", "tool_choice", "chat_template_kwarg
                         "parallel_tool_calls", "logprobs", "top_logprobs", "max_completion_tokens", "model",
                         "response_format", "functions", "function_call"})
 logger = logging.getLogger("streamparse")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -76,18 +90,23 @@ class ServerConfig:
     # The engine behind `upstream` ("vllm", "sglang", "llama.cpp"): how a tool_choice or response_format
     # is sent for it to enforce (`constraints`); None: found from its /v1/models when a request needs it.
     upstream_kind: str | None = None
+    # Seconds a request's preparation may take (rendering, marking, tokenizing, compiling its tools,
+    # building its grammar), counted from its arrival; past it a 504 names the step.
+    prepare_timeout: float = DEFAULT_PREPARE_TIMEOUT
 
 
 class RequestError(Exception):
     """Something wrong in the request or upstream, answered as OpenAI error JSON with `status`."""
 
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
-                 body: Mapping[str, Any] | None = None, param: str | None = None) -> None:
+                 body: Mapping[str, Any] | None = None, param: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.body = body
         self.param = param
+        self.headers = headers  # sent with the answer (an upstream error's Retry-After)
 
     def payload(self) -> dict[str, Any]:
         if self.body is not None:
@@ -95,7 +114,7 @@ class RequestError(Exception):
         return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.status}}
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.payload(), status_code=self.status)
+        return JSONResponse(self.payload(), status_code=self.status, headers=self.headers)
 
 
 @dataclass
@@ -121,8 +140,9 @@ def _id_tokenizer(config: ServerConfig) -> PromptTokenizer | None:
     return tokenizer
 
 
-class MissingTokenIds(Exception):
-    """`upstream_token_ids="on"` and a choice came without `token_ids`."""
+class UnreadableTokenIds(Exception):
+    """A choice's generated ids cannot be read: `upstream_token_ids="on"` and it came without
+    `token_ids`, or one is outside the tokenizer's vocabulary."""
 
 
 def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
@@ -131,6 +151,9 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
     tools = body.get("tools") or None
     tool_choice = body.get("tool_choice") or "auto"
     kwargs = body.get("chat_template_kwargs") or {}
+    for key in config.template.reserved_variables.intersection(kwargs):
+        raise RequestError(400, f"'chat_template_kwargs.{key}' is set by the proxy from the model's tokenizer "
+                                "and template; a request cannot replace it", param=f"chat_template_kwargs.{key}")
     template_tools = None if tool_choice == "none" else tools
     prompt, prompt_ids = _render_prompt(config, messages, template_tools, kwargs)
     try:  # the tool schemas are checked and compiled here (a list seen before is reused), before anything is sent
@@ -141,7 +164,13 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
             options = options.with_changes(tools=tools)
     except (ValueError, TypeError) as error:
         raise RequestError(400, f"invalid tools: {error}", param="tools") from None
-    forced_open = options.thinking_forced_open or get_format(options.format).ends_inside_reasoning(prompt)
+    declared = get_format(options.format).marker_suffix
+    if options.marker_suffix is None and declared is not None and declared.in_prompt(prompt) is not None:
+        # The prompt's spelling of the markers (FORMATS.md, fourth wave, Decision 7): the parser and a
+        # grammar the upstream enforces both read it.
+        options = options.with_changes(marker_suffix=declared.in_prompt(prompt))
+    spec = get_format(options.format, options.marker_suffix)
+    forced_open = options.thinking_forced_open or spec.ends_inside_reasoning(prompt)
     try:
         constraint = constraint_of(body, None if options.tools is None else compiled_tools(options.tools), forced_open)
     except Unenforceable as error:
@@ -169,7 +198,8 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
 
 def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bool) -> dict[str, Any]:
     """`chunk` with the `text` of each choice that carries `token_ids` as its `Token`s (a choice
-    without ids keeps its text, and is read as text; with `required` it is a `MissingTokenIds`)."""
+    without ids keeps its text, and is read as text; with `required` it is an `UnreadableTokenIds`, as
+    is an id outside the vocabulary)."""
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         return chunk
@@ -178,10 +208,13 @@ def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bo
         ids = choice.get("token_ids") if isinstance(choice, dict) else None
         text = choice.get("text") if isinstance(choice, dict) else None
         if isinstance(ids, list) and all(isinstance(i, int) for i in ids) and isinstance(text, str):
-            out.append({**choice, "text": tokenizer.generated(ids, text)})
+            try:
+                out.append({**choice, "text": tokenizer.generated(ids, text)})
+            except ValueError as error:  # an id outside the vocabulary
+                raise UnreadableTokenIds(str(error)) from None
             continue
         if required and text:  # an empty text (a finish chunk) holds nothing to misread
-            raise MissingTokenIds("the upstream sent a choice without token_ids (--upstream-token-ids on); "
+            raise UnreadableTokenIds("the upstream sent a choice without token_ids (--upstream-token-ids on); "
                                   "it must support return_token_ids (vLLM >= 0.10.2), or use "
                                   "--upstream-token-ids auto")
         out.append(choice)
@@ -237,6 +270,121 @@ def _unexpected(request_id: str, error: BaseException) -> dict[str, Any]:
                       "type": "internal_error", "param": None, "code": 500}}
 
 
+class _Writer(Protocol):
+    """An API's answer events, written from the chat chunks the parser's deltas come in."""
+
+    def begin(self, chunks: list[dict[str, Any]]) -> bytes: ...
+    def write(self, chunk: dict[str, Any]) -> bytes: ...
+    def end(self) -> bytes: ...
+    def fail(self, body: dict[str, Any]) -> bytes: ...
+
+
+class _ChatWriter:
+    """Chat completions: the chunks themselves, as server-sent events, then `[DONE]`."""
+
+    def __init__(self, maker: _ChunkMaker, prepared: _Prepared, asked: ChatRequest) -> None:
+        self.chunks = ChunkWriter(maker.id, maker.created, maker.model)
+        self.include_usage = prepared.include_usage
+
+    def begin(self, chunks: list[dict[str, Any]]) -> bytes:
+        return b"".join(self.chunks.write(chunk) for chunk in chunks)
+
+    def write(self, chunk: dict[str, Any]) -> bytes:
+        return self.chunks.write(chunk) if chunk["choices"] or self.include_usage else b""
+
+    def end(self) -> bytes:
+        return b"data: [DONE]\n\n"
+
+    def fail(self, body: dict[str, Any]) -> bytes:
+        return sse(body) + b"data: [DONE]\n\n"
+
+
+class _Stream(Protocol):
+    def start(self) -> bytes: ...
+    def feed(self, part: Part) -> bytes: ...
+    def end(self) -> bytes: ...
+    def failed(self, message: str) -> bytes: ...
+
+
+class _PartsWriter:
+    """Another API: its stream object fed the parts each chat chunk carries (`apis.answer`)."""
+
+    def __init__(self, stream: _Stream) -> None:
+        self.stream = stream
+
+    def begin(self, chunks: list[dict[str, Any]]) -> bytes:
+        return self.stream.start()
+
+    def write(self, chunk: dict[str, Any]) -> bytes:
+        return b"".join(self.stream.feed(part) for part in answer_parts(chunk))
+
+    def end(self) -> bytes:
+        return self.stream.end()
+
+    def fail(self, body: dict[str, Any]) -> bytes:
+        return self.stream.failed(str(body["error"]["message"]))
+
+
+@dataclass(frozen=True)
+class _Api:
+    """One API the proxy speaks: how its request becomes the chat request (None: it is one), its error
+    shape, and how the answer is written back, streamed and whole."""
+
+    name: str
+    to_chat: Callable[[dict[str, Any]], ChatRequest] | None
+    error: Callable[[int, str, str | None, str | None], dict[str, Any]]
+    writer: Callable[[_ChunkMaker, _Prepared, ChatRequest], _Writer]
+    whole: Callable[[dict[str, Any], _Prepared, ChatRequest, float], dict[str, Any]]
+    media_type: str = "text/event-stream"
+    reasoning_field: ReasoningField | None = "reasoning_content"  # None: the server's --reasoning-field
+
+
+def _stopped_by(asked: ChatRequest) -> str | None:
+    """The stop sequence that ended the answer, when the upstream named one of the request's (vLLM's
+    `stop_reason`)."""
+    found = asked.extra.get("stopped_by")
+    return found if isinstance(found, str) and found in (asked.extra.get("stop_sequences") or ()) else None
+
+
+_APIS: dict[str, _Api] = {api.name: api for api in (
+    _Api("chat", None, lambda status, message, param, kind: {}, _ChatWriter,
+         lambda answer, prepared, asked, started: answer, reasoning_field=None),
+    _Api("responses", responses.to_chat,
+         lambda status, message, param, kind: responses.error_body(status, message, param,
+                                                                    kind or "invalid_request_error"),
+         lambda maker, prepared, asked: _PartsWriter(responses.ResponseStream(prepared.model, asked.extra)),
+         lambda answer, prepared, asked, started: responses.whole(answer, prepared.model, asked.extra)),
+    _Api("anthropic", anthropic.to_chat, anthropic.error_body,
+         lambda maker, prepared, asked: _PartsWriter(
+             anthropic.MessageStream(prepared.model, lambda: _stopped_by(asked))),
+         lambda answer, prepared, asked, started: anthropic.whole(answer, prepared.model, _stopped_by(asked))),
+    _Api("ollama", ollama.to_chat, ollama.error_body,
+         lambda maker, prepared, asked: _PartsWriter(ollama.ChatLines(prepared.model)),
+         lambda answer, prepared, asked, started: ollama.whole(answer, prepared.model, started),
+         media_type="application/x-ndjson"),
+)}
+# count_tokens takes a Messages request without its `max_tokens`
+_COUNT_TOKENS = replace(_APIS["anthropic"], name="anthropic",
+                        to_chat=lambda body: anthropic.to_chat({"max_tokens": 1, **body}))
+OLLAMA_VERSION = "0.12.0"  # what /api/version answers: clients check it is recent enough for tools and thinking
+
+
+def _set_thinking(template: ChatTemplate, asked: ChatRequest) -> None:
+    """An API's thinking switch and effort, set on the template's own variables where it reads them
+    (`enable_thinking` Qwen3, `thinking` DeepSeek V3.1, `reasoning_effort` gpt-oss); a request's own
+    `chat_template_kwargs` win."""
+    read = template.capabilities.kwargs
+    kwargs = dict(asked.body.get("chat_template_kwargs") or {})
+    if asked.thinking is not None:
+        for name in ("enable_thinking", "thinking"):
+            if name in read:
+                kwargs.setdefault(name, asked.thinking)
+    if asked.effort is not None and "reasoning_effort" in read:
+        kwargs.setdefault("reasoning_effort", asked.effort)
+    if kwargs:
+        asked.body["chat_template_kwargs"] = kwargs
+
+
 def create_app(config: ServerConfig) -> Starlette:
     """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models` (with `config.api_key`, both need it),
     `GET /health`, `GET /metrics`; every request gets an id, a log line and its metrics (`RequestLog`)."""
@@ -263,10 +411,12 @@ def create_app(config: ServerConfig) -> Starlette:
                 await response.aclose()
             message, body = error_message(response.status_code, raw)
             record.upstream_error = "status"
+            relayed = relayed_headers(response.headers)  # when to try again
             if 400 <= response.status_code < 500:  # the upstream refused the request: its status and words
-                raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body)
+                raise RequestError(response.status_code, f"upstream: {message}", "upstream_error", body,
+                                   headers=relayed)
             raise RequestError(502, f"the upstream answered HTTP {response.status_code}: {message}",
-                               "upstream_error") from None
+                               "upstream_error", headers=relayed) from None
         return response
 
     notice = _TextNotice()
@@ -298,14 +448,34 @@ def create_app(config: ServerConfig) -> Starlette:
         found_kind.append(kind)
         return kind
 
-    async def constrain(prepared: _Prepared) -> None:
+    # A request's preparation runs here, off the event loop: a costly one (a long conversation through a
+    # template that branches on its text, a large tool list) never holds up /health or other requests.
+    # Threads, not processes: the work is bounded in size and, by `deadline.within`, in time.
+    preparing = ThreadPoolExecutor(max_workers=4, thread_name_prefix="streamparse-prepare")
+
+    async def off_loop(expiry: float, step: str, work: Callable[[], _T]) -> _T:
+        """`work()` in the preparing threads, ended (`DeadlineExceeded`) at `expiry` (a monotonic time);
+        the time a request waited for a thread counts too."""
+        def bounded() -> _T:
+            remaining = expiry - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceeded(step, config.prepare_timeout)
+            with within(remaining, step):
+                return work()
+        return await asyncio.get_running_loop().run_in_executor(preparing, bounded)
+
+    async def constrain(prepared: _Prepared, expiry: float) -> None:
         if prepared.constraint is None:
             return
         kind = await upstream_kind()
+        constraint = prepared.constraint
         try:
-            prepared.upstream_body.update(upstream_fields(kind, prepared.options.format, prepared.constraint))
+            fields = await off_loop(expiry, "building the grammar",
+                                    lambda: upstream_fields(kind, prepared.options.format, constraint,
+                                                            prepared.options.marker_suffix))
         except Unenforceable as error:
             raise RequestError(400, str(error), param=error.param) from None
+        prepared.upstream_body.update(fields)
 
     def tokens(prepared: _Prepared, chunk: dict[str, Any]) -> dict[str, Any]:
         if prepared.tokenizer is None:
@@ -313,14 +483,15 @@ def create_app(config: ServerConfig) -> Starlette:
         notice.check(chunk)
         return _with_tokens(chunk, prepared.tokenizer, required)
 
-    async def stream_answer(prepared: _Prepared, response: HttpResponse,
-                            record: RequestRecord) -> AsyncGenerator[bytes, None]:
-        """The answer's events as the upstream's arrive: what one upstream read completes is parsed and
-        sent in one write, at once (nothing waits for more)."""
-        maker = _ChunkMaker(prepared.options, prepared.model, None, config.reasoning_field, text_fallback=not required)
-        writer = ChunkWriter(maker.id, maker.created, maker.model)
+    async def stream_answer(prepared: _Prepared, response: HttpResponse, record: RequestRecord,
+                            api: _Api, asked: ChatRequest) -> AsyncGenerator[bytes, None]:
+        """The answer's events as the upstream's arrive, in `api`'s shape: what one upstream read completes
+        is parsed and sent in one write, at once (nothing waits for more)."""
+        maker = _ChunkMaker(prepared.options, prepared.model, None, api.reasoning_field or config.reasoning_field,
+                            text_fallback=not required)
+        writer = api.writer(maker, prepared, asked)
         events = UpstreamEvents(prepared.n, config.max_upstream_line)
-        out = [writer.write(chunk) for chunk in maker.start(0)]
+        out = [writer.begin(list(maker.start(0)))]
 
         def answer(chunks: Any) -> None:
             for chunk in chunks:
@@ -329,17 +500,20 @@ def create_app(config: ServerConfig) -> Starlette:
                         record.mark_first_token()
                 elif chunk.get("usage") is not None:
                     record.add_usage(chunk["usage"])
-                if chunk["choices"] or prepared.include_usage:
-                    out.append(writer.write(chunk))
+                out.append(writer.write(chunk))
 
+        failure: dict[str, Any] | None = None
         try:
-            yield b"".join(out)  # the role delta, before the upstream's first byte
+            yield b"".join(out)  # the answer's start, before the upstream's first byte
             out.clear()
             async for data in response.pieces():
                 for chunk in joined(events.feed(data)):
+                    for choice in chunk.get("choices") or ():
+                        if isinstance(choice, dict) and choice.get("stop_reason") is not None:
+                            asked.extra["stopped_by"] = choice["stop_reason"]
                     try:
                         answer(maker.read(tokens(prepared, chunk)))
-                    except MissingTokenIds as error:
+                    except UnreadableTokenIds as error:
                         raise UpstreamStreamError(str(error)) from None
                 if out:
                     yield b"".join(out)
@@ -352,42 +526,65 @@ def create_app(config: ServerConfig) -> Starlette:
             answer(maker.end())
         except UpstreamStreamError as error:
             record.upstream_error = "stream"
-            out.append(sse({"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}}))
+            failure = {"error": {"message": str(error), "type": "upstream_error", "param": None, "code": 502}}
         except HttpError as error:
             if not response.aborted:  # else the client went away, and nobody reads this
                 record.upstream_error = "stream"
-                out.append(sse({"error": {"message": f"the upstream stream broke off: {error}",
-                                          "type": "upstream_error", "param": None, "code": 502}}))
+                failure = {"error": {"message": f"the upstream stream broke off: {error}", "type": "upstream_error",
+                                     "param": None, "code": 502}}
         except Exception as error:  # the last line of defence: every known failure is handled above
-            out.append(sse(_unexpected(record.id, error)))
+            failure = _unexpected(record.id, error)
         finally:
             await response.aclose()  # on a client disconnect too: the upstream request is cancelled
-        out.append(b"data: [DONE]\n\n")
+        out.append(writer.end() if failure is None else writer.fail(failure))
         yield b"".join(out)
 
-    async def chat(request: Request) -> Response:
+    def error_response(api: _Api, error: RequestError) -> Response:
+        if api.name == "chat":
+            return error.response()
+        return JSONResponse(api.error(error.status, str(error), error.param, error.kind), status_code=error.status,
+                            headers=error.headers)
+
+    async def chat_request(request: Request, api: _Api) -> tuple[ChatRequest, float]:
+        """The request, read within the bounds and translated to the one chat request; its preparation's expiry."""
+        try:
+            raw = await read_body(request.stream(), request.headers.get("content-length"),
+                                  config.limits.max_body_bytes, config.limits.body_timeout)
+            expiry = time.monotonic() + config.prepare_timeout
+            if api.to_chat is None:
+                asked = ChatRequest(parse_request(raw))
+            else:
+                asked = api.to_chat(parse_body(raw))
+                check_request(asked.body)  # what it translated to is checked as any chat request is
+                _set_thinking(config.template, asked)
+            check_messages(asked.body, config.limits.max_messages)
+        except InvalidRequest as error:
+            raise RequestError(400, str(error), param=error.param) from None
+        except ApiError as error:
+            raise RequestError(error.status, str(error), param=error.param) from None
+        except OverLimit as error:
+            raise RequestError(error.status, str(error), param=error.param) from None
+        except ClientDisconnect:  # the body ended before its Content-Length: nobody is left to answer
+            raise RequestError(400, "the connection closed before the request body ended") from None
+        return asked, expiry
+
+    async def serve_api(request: Request, api: _Api) -> Response:
+        """One request of any API: translated to the chat request, prepared, sent upstream, and answered
+        in the API's own shape (`serve/apis/`)."""
         record: RequestRecord = request.state.record
         try:
-            try:
-                raw = await read_body(request.stream(), request.headers.get("content-length"),
-                                      config.limits.max_body_bytes)
-                body = parse_request(raw)
-                check_messages(body, config.limits.max_messages)
-            except InvalidRequest as error:
-                raise RequestError(400, str(error), param=error.param) from None
-            except OverLimit as error:
-                raise RequestError(error.status, str(error), param=error.param) from None
-            except ClientDisconnect:  # the body ended before its Content-Length: nobody is left to answer
-                raise RequestError(400, "the connection closed before the request body ended") from None
-            prepared = _prepare(config, body)
-            await constrain(prepared)
+            asked, expiry = await chat_request(request, api)
+            body = asked.body
+            prepared = await off_loop(expiry, "preparing the request", lambda: _prepare(config, body))
+            await constrain(prepared, expiry)
             if prepared.stream:
                 response = await open_upstream(prepared, record)
                 # `close` closes the upstream stream however the answer ends, also when the client went
                 # away before the first byte (then the generator never ran its finally).
-                return EventStream(stream_answer(prepared, response, record),
+                return EventStream(stream_answer(prepared, response, record, api, asked),
                                    {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-                                   on_disconnect=response.abort, close=response.aclose)
+                                   on_disconnect=response.abort, close=response.aclose, media_type=api.media_type)
+            started = time.monotonic()
             response = await open_upstream(prepared, record)
             try:
                 completion = parse_upstream(await response.read())
@@ -395,7 +592,10 @@ def create_app(config: ServerConfig) -> Starlette:
                 if isinstance(completion, dict):
                     record.add_usage(completion.get("usage"))
                     completion = tokens(prepared, completion)
-            except MissingTokenIds as error:
+                    for choice in completion.get("choices") or ():
+                        if isinstance(choice, dict) and choice.get("stop_reason") is not None:
+                            asked.extra["stopped_by"] = choice["stop_reason"]
+            except UnreadableTokenIds as error:
                 record.upstream_error = "answer"
                 raise RequestError(502, str(error), "upstream_error") from None
             except InvalidUpstream as error:
@@ -406,13 +606,58 @@ def create_app(config: ServerConfig) -> Starlette:
                 raise RequestError(502, f"the upstream answer could not be read: {error}", "upstream_error") from None
             finally:
                 await response.aclose()
-            return JSONResponse(chat_completion(completion, prepared.options.format, model=prepared.model,
-                                                reasoning_field=config.reasoning_field, text_fallback=not required,
-                                                **_parser_options(prepared.options)))
+            answer = chat_completion(completion, prepared.options.format, model=prepared.model,
+                                     reasoning_field=api.reasoning_field or config.reasoning_field,
+                                     text_fallback=not required, **_parser_options(prepared.options))
+            return JSONResponse(api.whole(answer, prepared, asked, started))
         except RequestError as error:
-            return error.response()
+            return error_response(api, error)
+        except DeadlineExceeded as error:
+            return error_response(api, RequestError(
+                504, f"{error} (--prepare-timeout {config.prepare_timeout:g} s): send a shorter conversation or "
+                     "fewer tools, or raise the bound", "timeout_error"))
         except Exception as error:  # the last line of defence: every known failure is a RequestError above
-            return JSONResponse(_unexpected(record.id, error), status_code=500)
+            body = _unexpected(record.id, error)
+            return error_response(api, RequestError(500, body["error"]["message"], "internal_error"))
+
+    async def count_tokens(request: Request) -> Response:
+        """`POST /v1/messages/count_tokens`: the prompt's length in the model's own tokens, exactly the ids
+        the proxy would send."""
+        api = _COUNT_TOKENS
+        try:
+            asked, expiry = await chat_request(request, api)
+            tokenizer = config.template.tokenizer
+            if tokenizer is None or config.text_prompt:
+                raise RequestError(400, "counting tokens needs the model's tokenizer.json beside --chat-template "
+                                        "(the proxy sends prompts as token ids only then)")
+            body = asked.body
+            prepared = await off_loop(expiry, "counting the prompt's tokens", lambda: _prepare(config, body))
+            prompt = prepared.upstream_body["prompt"]
+            return JSONResponse({"input_tokens": len(prompt) if isinstance(prompt, list) else 0})
+        except RequestError as error:
+            return error_response(api, error)
+        except DeadlineExceeded as error:
+            return error_response(api, RequestError(504, str(error), "timeout_error"))
+
+    def route(api: _Api) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            return await serve_api(request, api)
+        return endpoint
+
+    loaded = time.time()
+
+    async def ollama_tags(request: Request) -> Response:
+        return JSONResponse(ollama.tags(config.model, loaded))
+
+    async def ollama_show(request: Request) -> Response:
+        caps = config.template.capabilities
+        spec = get_format(config.options.format)
+        capabilities = ["completion", *(["tools"] if caps.tools or caps.tool_calls else []),
+                        *(["thinking"] if spec.reasoning else [])]
+        return JSONResponse(ollama.show(config.model, config.template.text, capabilities))
+
+    async def ollama_version(request: Request) -> Response:
+        return JSONResponse({"version": OLLAMA_VERSION})
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [
@@ -429,12 +674,20 @@ def create_app(config: ServerConfig) -> Starlette:
         yield
         metrics.close()
         await client.aclose()
+        preparing.shutdown(wait=False, cancel_futures=True)
 
     middleware = [Middleware(RequestLog, metrics=metrics)]  # outermost: a refused request is logged too
     if config.api_key:
         middleware.append(Middleware(RequireApiKey, key=config.api_key))
     return Starlette(lifespan=lifespan, middleware=middleware, routes=[
-        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/chat/completions", route(_APIS["chat"]), methods=["POST"]),
+        Route("/v1/responses", route(_APIS["responses"]), methods=["POST"]),
+        Route("/v1/messages", route(_APIS["anthropic"]), methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/api/chat", route(_APIS["ollama"]), methods=["POST"]),
+        Route("/api/tags", ollama_tags, methods=["GET"]),
+        Route("/api/show", ollama_show, methods=["POST"]),
+        Route("/api/version", ollama_version, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
@@ -456,11 +709,15 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_l
 
     import uvicorn
 
+    from .connection import bounded_protocol
+
     configure_logging(log_level)
 
-    def settings(app: Starlette) -> uvicorn.Config:
+    def settings(app: Starlette, tick: Tick | None = None) -> uvicorn.Config:
+        # The HTTP protocol bounds each request head (`connection`); the app has no websockets.
         return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                              timeout_graceful_shutdown=shutdown_timeout)
+                              timeout_graceful_shutdown=shutdown_timeout, callback_notify=tick, timeout_notify=1,
+                              http=bounded_protocol(config.limits), ws="none")
 
     if workers == 1:
         # uvicorn raises a caught SIGTERM again once it has shut down; with this handler in place before
@@ -473,8 +730,8 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_l
             signal.signal(signal.SIGTERM, previous)
         return 0 if server.started else 3  # as uvicorn.run: it never got to serve
 
-    def serve_on(sock: socket.socket) -> bool:
-        server = uvicorn.Server(settings(create_app(config)))
+    def serve_on(sock: socket.socket, tick: Tick) -> bool:
+        server = uvicorn.Server(settings(create_app(config), tick))
         server.run(sockets=[sock])
         return server.started
 

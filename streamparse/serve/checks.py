@@ -20,8 +20,8 @@ from typing import Any
 
 import jiter
 
-__all__ = ["MAX_DEPTH", "MAX_N", "InvalidRequest", "InvalidUpstream", "check_upstream", "parse_chunk",
-           "parse_request", "parse_upstream"]
+__all__ = ["MAX_DEPTH", "MAX_N", "InvalidRequest", "InvalidUpstream", "check_request", "check_upstream", "need",
+           "optional", "parse_body", "parse_chunk", "parse_request", "parse_upstream", "type_name"]
 
 MAX_DEPTH = 64          # nesting of a request below its top object: more is refused
 MAX_N = 128             # choices per request, as OpenAI bounds `n`
@@ -49,6 +49,14 @@ class InvalidUpstream(ValueError):
 
 def parse_request(raw: bytes) -> dict[str, Any]:
     """The request body as a checked dict, or `InvalidRequest`."""
+    body = parse_body(raw)
+    check_request(body)
+    return body
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """Any API's request body as a dict: JSON as the proxy reads it, every number finite, nesting bounded;
+    its fields are the API's to check."""
     try:
         body = jiter.from_json(raw, cache_mode="keys")  # NaN/Infinity read here, refused by _walk with their path
     except ValueError as error:
@@ -57,7 +65,6 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     _walk(body, "", 0)
-    check_request(body)
     return body
 
 
@@ -113,6 +120,10 @@ def _optional(body: Mapping[str, Any], key: str, test: Callable[[Any], bool], wh
     return value
 
 
+# The same checks for the other APIs' translators (`serve/apis/`), which name their own fields.
+need, optional, type_name = _need, _optional, _kind
+
+
 def _int_in(low: int, high: int) -> Callable[[Any], bool]:
     return lambda value: _is_int(value) and low <= value <= high
 
@@ -120,6 +131,7 @@ def _int_in(low: int, high: int) -> Callable[[Any], bool]:
 _SAMPLING_NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
                      "min_p")
 _RENDER_ARGUMENTS = frozenset({"messages", "tools", "add_generation_prompt"})  # ChatTemplate.render's own
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})  # OpenAI's chat roles
 _NOT_TEXT = {"image_url": "images", "input_image": "images", "image": "images", "input_audio": "audio",
              "audio_url": "audio", "video_url": "video", "file": "files"}
 
@@ -234,6 +246,14 @@ def _check_message(message: Any, path: str) -> None:
     role = message.get("role")
     _need(isinstance(role, str) and bool(role), f"{path}.role", role,
           "a string ('system', 'developer', 'user', 'assistant' or 'tool')")
+    if role not in _ROLES:  # a template would leave the message out: a safety policy could vanish unseen
+        hint = f"; roles are lower case: {role.lower()!r}" if role.lower() in _ROLES else ""
+        raise InvalidRequest(f"'{path}.role' is {role!r}, which no chat template renders: send one of 'system', "
+                             f"'developer', 'user', 'assistant' or 'tool'{hint}", f"{path}.role")
+    if role == "function":
+        raise InvalidRequest(f"'{path}.role' is 'function', the chat API's deprecated function result, which chat "
+                             "templates do not render: send it as a 'tool' message with the call's tool_call_id",
+                             f"{path}.role")
     content = message.get("content")
     if isinstance(content, list):
         for j, part in enumerate(content):

@@ -102,15 +102,17 @@ def kind_of_models(answer: Any) -> str | None:
 
 
 @lru_cache(maxsize=128)  # a structural tag of many tools can be megabytes (docs/grammars.md): few are kept
-def upstream_fields(kind: str, format: str, constraint: Constraint) -> Mapping[str, Any]:
+def upstream_fields(kind: str, format: str, constraint: Constraint,
+                    marker_suffix: str | None = None) -> Mapping[str, Any]:
     """The completions request fields that make the `kind` engine enforce `constraint` for `format`
-    (shared between requests: merge it into a body, never change it). `Unenforceable` when the
-    format's grammar cannot express the choice (`grammar_for` raises)."""
+    (its markers spelled with `marker_suffix`, where they carry one; shared between requests: merge it
+    into a body, never change it). `Unenforceable` when the format's grammar cannot express the choice
+    (`grammar_for` raises)."""
     if constraint.schema is not None:
-        return _json_fields(kind, format, json.loads(constraint.schema), constraint.forced_open)
+        return _json_fields(kind, format, json.loads(constraint.schema), constraint.forced_open, marker_suffix)
     choice = json.loads(constraint.choice)
     shape = {"tool_choice": choice, "parallel_tool_calls": constraint.parallel,
-             "thinking_forced_open": constraint.forced_open}
+             "thinking_forced_open": constraint.forced_open, "marker_suffix": marker_suffix}
     try:
         if kind == "llama.cpp":
             return grammar_triggers(format, constraint.tools, **shape)
@@ -128,11 +130,12 @@ def _tag_fields(kind: str, tag: dict[str, Any]) -> Mapping[str, Any]:
     return {"response_format": tag}
 
 
-def _json_fields(kind: str, format: str, schema: Mapping[str, Any], forced_open: bool) -> Mapping[str, Any]:
+def _json_fields(kind: str, format: str, schema: Mapping[str, Any], forced_open: bool,
+                 marker_suffix: str | None) -> Mapping[str, Any]:
     """A JSON answer: the engine's own JSON mode for a format without reasoning; else a grammar of
     the format's reasoning (forced when the prompt opened it) and then the JSON, so that what the
     model writes first still reads as reasoning and the JSON as the answer."""
-    spec = get_format(format)
+    spec = get_format(format, marker_suffix)
     if spec.reasoning:
         node = seq(reasoning_part(spec, forced_open), SPACE, Json(schema), SPACE)
         if kind == "llama.cpp":

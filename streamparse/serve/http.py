@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-__all__ = ["HttpClient", "HttpError", "HttpResponse", "split_url"]
+__all__ = ["HttpClient", "HttpError", "HttpResponse", "split_url", "within"]
 
 _READ = 1 << 16           # bytes asked of the socket per read
 _MAX_HEAD = 1 << 16       # bytes of a status line and headers
@@ -29,7 +29,7 @@ _REST = 1.0               # seconds `HttpResponse.finish` waits for the end of a
 _T = TypeVar("_T")
 
 
-async def _within(seconds: float, awaitable: Awaitable[_T]) -> _T:
+async def within(seconds: float, awaitable: Awaitable[_T]) -> _T:
     """`await awaitable`, or `TimeoutError` after `seconds` (`asyncio.timeout` where there is one: it
     makes no task, where `wait_for` before Python 3.12 makes one per call)."""
     if sys.version_info >= (3, 11):
@@ -180,7 +180,7 @@ class HttpResponse:
 
     async def _rest(self) -> None:
         try:
-            await _within(_REST, self.read())
+            await within(_REST, self.read())
         except (HttpError, TimeoutError):
             pass  # not kept: closed below
         finally:
@@ -256,7 +256,7 @@ class HttpClient:
     async def receive(self, reader: asyncio.StreamReader) -> bytes:
         """What the socket holds, waiting at most the read timeout for it (b"" at its end)."""
         try:
-            return await _within(self.timeout, reader.read(_READ))
+            return await within(self.timeout, reader.read(_READ))
         except TimeoutError:
             raise HttpError("ReadTimeout", f"no byte from the upstream in {self.timeout:g} s") from None
         except OSError as error:
@@ -277,7 +277,7 @@ class HttpClient:
 
     async def _connect(self) -> _Connection:
         try:
-            reader, writer = await _within(self.connect_timeout, asyncio.open_connection(
+            reader, writer = await within(self.connect_timeout, asyncio.open_connection(
                 self.host, self.port, ssl=self._ssl, limit=_MAX_HEAD, server_hostname=self.host if self._ssl else None))
         except TimeoutError:
             raise HttpError("ConnectTimeout", f"no connection in {self.connect_timeout:g} s") from None
@@ -288,7 +288,7 @@ class HttpClient:
     async def _exchange(self, connection: _Connection, request: bytes) -> HttpResponse:
         try:
             connection.writer.write(request)
-            return await _within(self.timeout, self._answer_head(connection))
+            return await within(self.timeout, self._answer_head(connection))
         except asyncio.IncompleteReadError as error:
             connection.abort()
             if not error.partial:

@@ -207,6 +207,43 @@ def _split(marked: str, start: str, end: str) -> list[PromptPart]:
     return parts
 
 
+# Renders `_diverging` may spend finding the texts a template branches on. Each render costs the whole
+# prompt, so the search costs at most this many prompts whatever the request holds; what it has not
+# cleared by then is treated as diverging (left unmarked, and refused if it holds control-token text).
+MAX_SEARCH_RENDERS = 48
+
+
+def _diverging(texts: Sequence[str], faithful: Callable[[frozenset[str]], bool],
+               budget: int = MAX_SEARCH_RENDERS) -> set[str]:
+    """The texts whose marks change what the template decides, when marking all of `texts` does:
+    group testing by halves, so k such texts among n cost at most 2k·log2(n) renders, not n (one per
+    text). `faithful(group)`: the render with exactly `group` marked equals the plain one. The second
+    half of a failing group whose first half passed is taken to fail without a render. Groups left
+    when `budget` renders are spent count as diverging, and so does a singleton taken to fail: a text
+    is only ever marked where a render showed its marks change nothing."""
+    found: set[str] = set()
+    # (group, what is known of it: "fails", "first" half or "second" half of a failing group)
+    pending: list[tuple[list[str], str]] = [(list(texts), "fails")]
+    spent = 0
+    while pending:
+        group, known = pending.pop()
+        if known != "fails":
+            if spent >= budget:
+                found.update(group)
+                continue
+            spent += 1
+            if faithful(frozenset(group)):
+                if known == "first":  # its sibling, next on the stack, holds what made the parent fail
+                    pending[-1] = (pending[-1][0], "fails")
+                continue
+        if len(group) == 1:
+            found.add(group[0])
+        else:
+            half = len(group) // 2
+            pending += [(group[half:], "second"), (group[:half], "first")]
+    return found
+
+
 def render_parts(render: Callable[..., str], messages: Sequence[Mapping[str, Any]],
                  tools: Sequence[Mapping[str, Any]] | None, add_generation_prompt: bool,
                  kwargs: Mapping[str, Any], control_tokens: Collection[str], template_text: str = "",
@@ -251,11 +288,11 @@ def render_parts(render: Callable[..., str], messages: Sequence[Mapping[str, Any
     if not faithful(marked):
         # A text is marked everywhere or nowhere: a template may compare two request strings
         # (a call's id with a result's tool_call_id, a property name with `required`).
-        markable = {text for _, text, enum in strings if text.strip() and not enum}
-        diverging = {text for text in markable if not faithful(marked_render(text.__eq__))}
+        markable = list(dict.fromkeys(text for _, text, enum in strings if text.strip() and not enum))
+        diverging = _diverging(markable, lambda group: faithful(marked_render(group.__contains__)))
         marked = marked_render(lambda text: text not in diverging)
         if not faithful(marked):
-            diverging, marked = markable, plain
+            diverging, marked = set(markable), plain
         for path, text, _ in strings:
             if text in diverging and (token := _first_token(text, control_tokens)) is not None:
                 raise ControlTokenError(path, token, "the chat template branches on this text")

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine.settle import loggable
 from .access import ASGIApp, Message, Receive, Scope, Send
 from .metrics import Metrics
 
@@ -24,7 +25,8 @@ __all__ = ["RequestLog", "RequestRecord", "configure_logging", "request_id"]
 logger = logging.getLogger("streamparse.requests")
 # A client's own id is kept when it is short and plain (safe in a log line and a header); else one is made.
 _CLIENT_ID = re.compile(rb"[A-Za-z0-9._:/+=-]{1,64}")
-_PATHS = frozenset({"/v1/chat/completions", "/v1/models", "/health", "/metrics"})
+_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/api/chat",
+                    "/api/tags", "/api/show", "/api/version", "/v1/models", "/health", "/metrics"})
 
 
 def configure_logging(level: str) -> None:
@@ -34,13 +36,22 @@ def configure_logging(level: str) -> None:
     if not any(getattr(handler, "streamparse_serve", False) for handler in root.handlers):
         handler = logging.StreamHandler()
         handler.streamparse_serve = True  # type: ignore[attr-defined]
-        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        handler.setFormatter(_OneLine("%(levelname)s:     %(message)s"))
         root.addHandler(handler)
     for each in root.handlers:
         if getattr(each, "streamparse_serve", False):
             each.setLevel(level.upper())
     root.setLevel(min(logging.INFO, logging.getLevelName(level.upper())))
     root.propagate = False
+
+
+class _OneLine(logging.Formatter):
+    """Each record's line with what is not printable in it escaped (`engine.settle.loggable`): every
+    value a request or the model brought (a tool name, an error's words) stays on its one line, so no
+    log line can be forged or a terminal restyled. A traceback, added after, keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return loggable(super().formatMessage(record))
 
 
 def request_id(sent: bytes | None) -> str:

@@ -75,8 +75,9 @@ class EventStream(StreamingResponse):
     """
 
     def __init__(self, events: AsyncGenerator[bytes, None], headers: Mapping[str, str],
-                 on_disconnect: Callable[[], None], close: Callable[[], Awaitable[None]]) -> None:
-        super().__init__(events, headers=headers, media_type="text/event-stream")
+                 on_disconnect: Callable[[], None], close: Callable[[], Awaitable[None]],
+                 media_type: str = "text/event-stream") -> None:
+        super().__init__(events, headers=headers, media_type=media_type)
         self._events = events
         self._on_disconnect = on_disconnect
         self._close = close

@@ -31,13 +31,16 @@ import jinja2.parser
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .deadline import DeadlineExceeded, within
 from .errors import CapabilityError, TemplateRenderError
+from .limits import DEFAULT_MAX_PROMPT_CHARS, DEFAULT_RENDER_TIMEOUT
 
 if TYPE_CHECKING:
     from .marking import PromptPart
     from .tokens import PromptTokenizer
 
-__all__ = ["Capabilities", "CapabilityError", "ChatTemplate", "TemplateRenderError", "load_chat_template"]
+__all__ = ["DEFAULT_MAX_PROMPT_CHARS", "DEFAULT_RENDER_TIMEOUT", "Capabilities", "CapabilityError", "ChatTemplate",
+           "DeadlineExceeded", "TemplateRenderError", "load_chat_template"]
 
 # The tokenizer attributes HF passes to every template render.
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
@@ -85,6 +88,9 @@ class _Namespace(jinja2.utils.Namespace):
 
     def __setitem__(self, name: str, value: Any) -> None:
         _Namespace._check(name)
+        if isinstance(value, (str, list, tuple)) and len(value) > DEFAULT_MAX_PROMPT_CHARS:  # a doubling loop
+            raise jinja2.exceptions.SecurityError(f"the chat template stores a value larger than "
+                                                  f"{DEFAULT_MAX_PROMPT_CHARS} characters on a namespace")
         jinja2.utils.Namespace.__setitem__(self, name, value)
 
     @staticmethod
@@ -108,9 +114,48 @@ class _Dict:
 _GLOBALS: dict[str, Any] = {"raise_exception": _raise_exception, "dict": _Dict(), "namespace": _Namespace}
 
 
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[_Generation, jinja2.ext.loopcontrols])
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """transformers' sandbox, with the sizes a template can make bounded by `max_chars` before they are
+    made: a string or list repeated (`'x' * 10**10`), a power (`10 ** 10**9`), a call given a huge
+    count (`'x'.ljust(10**10)`, `tojson(indent=10**9)`) or a huge string (a macro doubling its
+    argument). Each is a `SecurityError` naming the bound. The time a template takes is bounded apart
+    (`deadline.within`), and so is the prompt it writes (`ChatTemplate._render_prepared`)."""
+
+    intercepted_binops = frozenset({"*", "**", "+"})
+
+    def __init__(self, max_chars: int) -> None:
+        super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, jinja2.ext.loopcontrols])
+        self.max_chars = max_chars
+
+    def _too_large(self, what: str) -> jinja2.exceptions.SecurityError:
+        return jinja2.exceptions.SecurityError(f"the chat template makes {what} larger than {self.max_chars} "
+                                               "characters, the bound on a prompt")
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for sequence, count in ((left, right), (right, left)):
+                if isinstance(sequence, (str, list, tuple)) and isinstance(count, int) \
+                        and len(sequence) * count > self.max_chars:
+                    raise self._too_large("a repeated string or list")
+        elif operator == "**":
+            if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 \
+                    and right * max(1, abs(left).bit_length()) > 8 * self.max_chars:
+                raise self._too_large("a number")
+        elif isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)) \
+                and len(left) + len(right) > self.max_chars:
+            raise self._too_large("a joined string or list")
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        for value in (*args, *kwargs.values()):
+            if (isinstance(value, int) and not isinstance(value, bool) and abs(value) > __self.max_chars) \
+                    or (isinstance(value, (str, list, tuple)) and len(value) > __self.max_chars):
+                raise __self._too_large("a value passed to a call")
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+def _environment(max_chars: int = DEFAULT_MAX_PROMPT_CHARS) -> ImmutableSandboxedEnvironment:
+    env = _Sandbox(max_chars)
     env.filters["tojson"] = _tojson
     env.globals.update(_GLOBALS, strftime_now=_strftime_now)
     return env
@@ -246,6 +291,10 @@ class ChatTemplate:
     special_tokens: Mapping[str, str] = field(default_factory=dict)
     origin: str = "<string>"
     tokenizer_file: str | None = None   # the tokenizer.json beside the template, when there is one
+    # Bounds on one render (the template is untrusted code): seconds (None: none) and characters written;
+    # past them `DeadlineExceeded` / `TemplateRenderError`.
+    render_timeout: float | None = DEFAULT_RENDER_TIMEOUT
+    max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS
 
     def __post_init__(self) -> None:
         # ChatTemplate(path): a .jinja file, a tokenizer_config.json or a model directory, as load_chat_template
@@ -288,7 +337,7 @@ class ChatTemplate:
 
     @cached_property
     def _compiled(self) -> dict[str, jinja2.Template]:
-        env = _environment()
+        env = _environment(self.max_prompt_chars)
         named = self.source if isinstance(self.source, tuple) else (("default", self.source),)
         try:
             return {name: env.from_string(text) for name, text in named}
@@ -310,13 +359,29 @@ class ChatTemplate:
 
     def _render_prepared(self, variables: Mapping[str, Any]) -> str:
         """Render prepared template variables (`prepare`'s): every failure is a `TemplateRenderError`."""
+        template = self._template(variables.get("tools"))
         try:
-            return self._template(variables.get("tools")).render(**variables)
+            with within(self.render_timeout, "rendering the chat template"):
+                pieces: list[str] = []
+                written = 0
+                for piece in template.generate(**variables):
+                    written += len(piece)
+                    if written > self.max_prompt_chars:
+                        raise TemplateRenderError(f"the chat template writes a prompt of more than "
+                                                  f"{self.max_prompt_chars} characters for this request")
+                    pieces.append(piece)
+                return "".join(pieces)
+        except TemplateRenderError:
+            raise
         except jinja2.TemplateError as error:
             raise TemplateRenderError(str(error)) from None
         except RecursionError:  # e.g. the Hermes templates' schema macro on a `["string", "null"]` type
             raise TemplateRenderError("the chat template cannot render these tool schemas (it recurses "
                                       "without end on them; transformers fails the same way)") from None
+        except OverflowError as error:  # the sandbox's bound on range(): `range(10**9)`
+            raise TemplateRenderError(f"the chat template asks for too much: {error}") from None
+        except MemoryError:
+            raise TemplateRenderError("the chat template ran out of memory on this request") from None
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
             raise TemplateRenderError(f"the chat template failed on these messages: {error}") from None
 
@@ -341,11 +406,16 @@ class ChatTemplate:
 
     @cached_property
     def capabilities(self) -> Capabilities:
-        """What this template renders (see `Capabilities`), found once by rendering probes."""
+        """What this template renders (see `Capabilities`), found once by rendering probes (within
+        `render_timeout` in all: `DeadlineExceeded` past it, naming the probe)."""
         self._compiled  # noqa: B018 (a template that does not compile fails here, not as "renders nothing")
+        with within(self.render_timeout, "probing what the chat template renders"):
+            return self._probed()
+
+    def _probed(self) -> Capabilities:
         if self.missing_special_tokens:  # a bare .jinja: probe as if they were given, so the answer is the template's
             placeholders = {name: f"<{name}>" for name in self.missing_special_tokens}
-            return replace(self, special_tokens={**self.special_tokens, **placeholders}).capabilities
+            return replace(self, special_tokens={**self.special_tokens, **placeholders})._probed()
         user = {"role": "user", "content": "askzq"}
         # Call ids of 9 letters and digits: the Mistral templates refuse any other.
         one = [_probe_call("alphazq", "zqcallid1", "argzq1")]
@@ -396,6 +466,18 @@ class ChatTemplate:
             return ""
 
     @cached_property
+    def renders_developer(self) -> bool:
+        """Whether the template names the `developer` role itself (gpt-oss's harmony renders it apart);
+        for one that does not, a `developer` message is rendered as `system`, as OpenAI treats it."""
+        return "developer" in self.text
+
+    @property
+    def reserved_variables(self) -> frozenset[str]:
+        """Template variables set by the renderer, never by a request's `chat_template_kwargs`: the
+        special tokens (the tokenizer's `bos_token`, ... and any given with the template) and the globals."""
+        return frozenset({*_SPECIAL_TOKEN_KEYS, *self.special_tokens, *_GLOBALS, "strftime_now"})
+
+    @cached_property
     def missing_special_tokens(self) -> frozenset[str]:
         """The special tokens (`bos_token`, `eos_token`, ...) the template reads and nothing gave it: a bare
         `.jinja` with no tokenizer_config.json or special_tokens_map.json beside it. Rendering then fails
@@ -430,6 +512,8 @@ class ChatTemplate:
         docs/server.md). Raises `CapabilityError` for what it cannot render and has no workaround for."""
         caps = self.capabilities
         messages = list(messages)
+        if not self.renders_developer:  # OpenAI's system instructions under their newer name
+            messages = [{**m, "role": "system"} if m.get("role") == "developer" else m for m in messages]
         roles = [m.get("role") for m in messages]
         if "system" in roles[1:] and not caps.later_system and any(
                 role != "system" for role in roles[:max(i for i, r in enumerate(roles) if r == "system")]):

