@@ -13,7 +13,7 @@ import re
 import secrets
 import string
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -121,6 +121,24 @@ class Rejection:
 CallResult = ParsedCall | Rejection
 
 
+class BlockText(NamedTuple):
+    """Text a body kind found between the calls of its block that belongs to no call: content, at its
+    place (Muse Glimmer's stray `</atem:invoke>` inside the ATEM block: text inside a wrapper is content)."""
+
+    text: str
+
+
+BodyResult = CallResult | BlockText
+
+
+def calls_and_text(results: Sequence[BodyResult]) -> tuple[list[CallResult], str]:
+    """A body's results as its calls (accepted or not) and the content text between them, joined."""
+    calls = [result for result in results if not isinstance(result, BlockText)]
+    if len(calls) == len(results):
+        return calls, ""
+    return calls, "".join(result.text for result in results if isinstance(result, BlockText))
+
+
 def empty_body(envelope: Envelope, tag: str, empty: str) -> list[CallResult] | None:
     """What every body kind says of an envelope with only whitespace in it: `truncated` when the
     output ended right after its opener `tag`, else `invalid_json` saying `empty`; None otherwise."""
@@ -173,7 +191,10 @@ class BodyKind(Protocol):
         walk it reads (`scanning.Marks`) rather than walking the body again."""
         ...
 
-    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]: ...
+    def parse(self, envelope: Envelope, tools: ToolSet) -> Sequence[BodyResult]:
+        """The calls of a finished envelope; a kind that reads a block of calls may also give the text
+        between them that is no call (`BlockText`: content)."""
+        ...
 
 
 class WholeBody(Protocol):
@@ -269,13 +290,14 @@ class WrapperSpec:
 class MessageRoute(NamedTuple):
     """Where the body of a headed message goes, as its header says (`MessageSpec.route`).
 
-    `region` is one of `REASONING`, `CONTENT`, `CALL` (a call named `name`) or `FRAMING` (dropped)."""
+    `region` is one of `REASONING`, `CONTENT`, `CALL` (a call named `name`), `FRAMING` (dropped) or `TEXT`
+    (what looked like a header is none: its text, header end included, is text where it stands)."""
 
     region: str
     name: str = ""
 
 
-REASONING, CONTENT, CALL, FRAMING = "reasoning", "content", "call", "framing"
+REASONING, CONTENT, CALL, FRAMING, TEXT = "reasoning", "content", "call", "framing", "text"
 
 
 @dataclass(frozen=True)
@@ -319,7 +341,9 @@ class MessageSpec:
     `lead`: ordinary text that, at the very start of the output, continues the generation prompt's
     open header (` to=` after harmony's `<|start|>assistant`), when a header opener follows it with
     no whitespace in between. A header longer than `header_limit` is not a header: its text is content.
-    `opened_by_prompt` and `openers_end_bodies`: below.
+    `opened_by_prompt`, `openers_end_bodies`, `header_end_at_start`, `lead_opens_headers`,
+    `call_headers_end_reasoning`, `marker_headers`, `forced_open_header`: below. A header cut off whose
+    route is content is content (its text after its opener).
     """
 
     openers: tuple[str, ...]
@@ -335,12 +359,30 @@ class MessageSpec:
     # A header opener also ends the body before it (Functionary v3.2 has no terminators: a message
     # runs to the next `>>>`); in a call's body the kind's scanner ends it there (outside JSON strings).
     openers_end_bodies: bool = False
+    # The header end alone at the very start of the output is a whole header with nothing in it: the
+    # generation prompt wrote the opener and the role (Muse Glimmer's `<|message|>` after `<|start|>assistant`).
+    header_end_at_start: bool = False
+    # The `lead` opens a header anywhere outside messages, not only at the start: text before it is
+    # content (Muse Glimmer: "text before the first header is content").
+    lead_opens_headers: bool = False
+    # The `lead` inside a reasoning body opens a header there: one that routes to a call ends the
+    # reasoning and opens the call (Muse Glimmer's ` to=NAME<|message|>` written before the reasoning's
+    # terminator); any other, complete or not, is reasoning text.
+    call_headers_end_reasoning: bool = False
+    # Markers that end a header and are part of it (the route reads the header with its marker): Inkling's
+    # content kinds (`<|content_text|>`, `<|content_invoke_tool_json|>` …), with no `header_end` ("").
+    # Outside messages such a marker is a whole header; inside a body it ends the body and opens its own.
+    marker_headers: tuple[str, ...] = ()
+    # With `thinking_forced_open`, the header the generation prompt ended with: the output starts in
+    # its body (Inkling's `<|content_thinking|>`).
+    forced_open_header: str = ""
     # How a grammar writes the messages (None: no grammar layout declared).
     layout: MessageLayout | None = None
 
     @property
     def delimiters(self) -> tuple[str, ...]:
-        return (*self.openers, self.header_end, *self.terminators, *((self.lead,) if self.lead else ()))
+        return tuple(delimiter for delimiter in (*self.openers, self.header_end, *self.marker_headers,
+                                                 *self.terminators, self.lead) if delimiter)
 
 
 @dataclass(frozen=True)
@@ -473,10 +515,14 @@ class FormatSpec:
     def ends_inside_reasoning(self, prompt: str) -> bool:
         """Whether a rendered prompt ends inside an open reasoning block (its last opener is unclosed).
 
-        Never for headed messages: the prompt's open header is read as the first message's; never for a
-        format that ignores `thinking_forced_open` (no prompt of it ends inside reasoning). Where the
-        markers carry a suffix, the prompt's own spelling of them is read (`MarkerSuffix`)."""
-        if self.messages is not None or self.ignores_forced_open:
+        For headed messages, only where the prompt ends with the header of a reasoning body the format
+        declares (`MessageSpec.forced_open_header`): otherwise the prompt's open header is read as the first
+        message's. Never for a format that ignores `thinking_forced_open` (no prompt of it ends inside
+        reasoning). Where the markers carry a suffix, the prompt's own spelling of them is read (`MarkerSuffix`)."""
+        if self.messages is not None:
+            header = self.messages.forced_open_header
+            return bool(header) and prompt.endswith(header)
+        if self.ignores_forced_open:
             return False
         if self.marker_suffix is not None:
             suffix = self.marker_suffix.in_prompt(prompt)

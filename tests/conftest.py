@@ -133,7 +133,7 @@ def _headers(text: str, fmt: str, tokens: list[streamparse.Token] | None) -> lis
     messages = get_format(fmt).messages
     if messages is None:
         return []
-    ends = {messages.header_end, *messages.terminators}
+    ends = {messages.header_end, *messages.marker_headers, *messages.terminators} - {""}
     if tokens is None:
         tokens = [streamparse.Token(piece, special=True) if piece in ends or piece in messages.openers
                   else streamparse.Token(piece)
@@ -149,6 +149,9 @@ def _headers(text: str, fmt: str, tokens: list[streamparse.Token] | None) -> lis
             in_header = True
         if in_header:
             out.append(piece)
+    if messages.lead_opens_headers or messages.call_headers_end_reasoning:  # the lead opens headers anywhere
+        stops = "|".join(map(re.escape, [*ends, *messages.openers]))
+        out += re.findall(f"{re.escape(messages.lead)}\\S*?(?={stops}|$)", text)
     return out
 
 

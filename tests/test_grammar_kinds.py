@@ -52,7 +52,7 @@ ENVELOPE_FORMATS = ("qwen3_coder", "glm45", "minimax_m2", "seed_oss", "deepseek_
                     "solar_open2", "kimi_k3", "minimax_m3", "gemma4", "deepseek_v4_1", "gigachat3_5",
                     "hy_v4", "iquest_q1", "ling3", "minicpm5",
                     "function_gemma")
-MESSAGE_FORMATS = ("gpt_oss", "functionary_v3_2")
+MESSAGE_FORMATS = ("gpt_oss", "functionary_v3_2", "muse_glimmer")
 CASE_FILES = ("cases.json", "cases_more.json", "cases_new_families.json", "cases_wave3.json", "cases_wave4.json")
 CASE_FORMATS = {"deepseek_v3_2_dsml": "deepseek_v3_2"}
 

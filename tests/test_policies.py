@@ -81,6 +81,8 @@ def test_a_call_token_ends_unclosed_reasoning_where_the_format_says_so(fmt: str,
     if get_format(fmt).reasoning_always_open and get_format(fmt).forced_reasoning_needs_closer:
         # Apriel: reasoning is only what its closer ends; ended by a call, the text was the answer.
         assert (message.reasoning, message.content) == ("", text[len(opener):].replace(call.lstrip(), ""))
+    elif get_format(fmt).messages is not None:  # (Inkling) the closer is a stray terminator there: framing
+        assert (message.reasoning, message.content) == ("plan", "endAnswer.")
     else:
         assert message.reasoning == "plan"
         assert message.content == f"end{closer}Answer."
@@ -115,8 +117,14 @@ def test_a_call_longer_than_max_call_chars_is_rejected_and_the_stream_moves_on(f
     big = wire(fmt, ("lookup", {"q": "x" * 5000}))
     small = wire(fmt, ("lookup", {"q": "y"}))
     messages = get_format(fmt).messages
-    # Where the prompt opens the first message (Functionary v3.2), the next one starts with the opener.
-    text = big + (messages.openers[0] if messages is not None and messages.opened_by_prompt else "\n") + small
+    # Where the prompt opens the first message (Functionary v3.2), the next one starts with the opener; where
+    # the last message has no terminator (the stop token, Muse Glimmer's), one ends it and the next is opened.
+    separator = "\n"
+    if messages is not None and messages.opened_by_prompt:
+        separator = messages.openers[0]
+    elif messages is not None and messages.layout is not None and not big.endswith(messages.terminators):
+        separator = messages.layout.end + messages.layout.prompt_wrote
+    text = big + separator + small
     message = streamparse.parse(text, fmt, max_call_chars=1000, id_factory=ids)
     assert [r.status for r in message.rejected] == ["too_long"]
     # The raw text keeps the opener, the first 1000 characters of the body and the closer (a closer is

@@ -102,7 +102,7 @@ def test_a_complete_top_level_value_is_still_skimmed_when_only_its_brackets_are_
 # streamer must read that walk, never one of its own (`scanning.PieceWalk`).
 _RIDING = ["hermes", "mistral", "deepseek_r1", "deepseek_v3_1", "kimi_k2", "gpt_oss", "granite", "nemotron",
            "command_r7b", "apertus", "cohere_command", "longcat", "gigachat3", "apriel", "hunyuan_a13b", "phi4_mini",
-           "minimax_m1"]
+           "minimax_m1", "inkling"]
 
 
 def _fixtures(fmt: str) -> list[Path]:

@@ -8,6 +8,8 @@ progressive streamer and its grammar rules, and used by every format whose calls
   (Qwen3-Coder, DeepSeek V3.2 DSML);
 - `json_arguments`: a call named before its body (by a message header), the body its JSON arguments
   (gpt-oss harmony).
+- `tagged_block`: a message body that is one block of `tagged_params` calls, each named by its own tag
+  (Muse Glimmer's ATEM block).
 - `pythonic`: Python calls with keyword literals, `[f(a=1), g()]` or one `NAME.call(…)` (pythonic
   lists, Llama 3.1 built-ins);
 - `code_call`: the whole body is one string argument of a fixed tool (Llama 3.1's `python` code);
@@ -25,11 +27,12 @@ from .header_json import HeaderJson
 from .json_arguments import JsonArguments
 from .json_call import JsonCall
 from .pythonic import CodeCall, PythonicCalls
+from .tagged_block import TaggedBlock
 from .tagged_params import TaggedParams
 
 BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams,
               "json_arguments": JsonArguments, "pythonic": PythonicCalls, "code_call": CodeCall,
-              "first_character": FirstCharacter}
+              "first_character": FirstCharacter, "tagged_block": TaggedBlock}
 
 __all__ = ["BODY_KINDS", "CodeCall", "FirstCharacter", "HeaderJson", "JsonArguments", "JsonCall", "PythonicCalls",
-           "TaggedParams"]
+           "TaggedBlock", "TaggedParams"]

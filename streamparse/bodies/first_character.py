@@ -29,6 +29,7 @@ chosen kind's streamer once.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -39,7 +40,7 @@ from ..grammar import load_grammar
 from ..grammar_ir import CallLayout
 from ..json_reader import JsonValueScanner
 from ..scanning import MEMBERS, EnvelopeScanner, Marks, TagScanner, ValueReader, WalkSource, marks_of
-from ..spec import BodyKind, CallResult, CallStreamer, Envelope, Rejection, StreamEvent, empty_body
+from ..spec import BodyKind, BodyResult, CallStreamer, Envelope, Rejection, StreamEvent, empty_body
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
 
@@ -77,7 +78,7 @@ class FirstCharacter:
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> FirstCharacterStreamer:
         return FirstCharacterStreamer(self, tools, scanner)
 
-    def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
+    def parse(self, envelope: Envelope, tools: ToolSet) -> Sequence[BodyResult]:
         body = envelope.body
         empty = empty_body(envelope, self.tag, f"empty {self.tag} envelope")
         if empty is not None:

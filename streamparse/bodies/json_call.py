@@ -256,6 +256,9 @@ class JsonCall:
     ends_before: tuple[str, ...] = ()
     # The body is one JSON object whose only key says what it holds (see the module's rules).
     one_key: OneKeyEnvelope | None = None
+    # Extra `}` after the call object are tolerated (Qwen 2.5's doubled braces: its grammar reads them
+    # too); otherwise the body is the object and whitespace, and anything after it is `invalid_json`.
+    extra_closing_braces: bool = True
 
     @property
     def value_reader(self) -> ValueReader:
@@ -312,7 +315,8 @@ class JsonCall:
             return self._read_list(body, complete, start, read)
         # Fast path for the common case, one plain object; the grammar reads everything else.
         found = members_at(body, start, start, read)
-        if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}"):
+        if found is not None and not body[found[1]:].strip(_JSON_SPACE + "}" if self.extra_closing_braces
+                                                          else _JSON_SPACE):
             return self._calls(found[0])
         try:
             tree = load_grammar(self.grammar).parse(body)

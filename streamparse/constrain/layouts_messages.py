@@ -7,7 +7,9 @@ The first message's header lacks what the generation prompt already wrote (`<|st
 `>>>`); a message another one follows ends with the layout's terminator (harmony's `<|end|>`); the
 last one ends the output (its stop token, `<|return|>` or `<|call|>`, may be written: xgrammar's
 built-in harmony tag requires it, a server cuts it off). A call
-message's body is the tool's arguments as JSON (the `json_arguments` kind reads exactly that).
+message's body is the tool's arguments as JSON (the `json_arguments` kind reads exactly that), or,
+where the body kind `MessageSpec.call` makes says how it writes a call (`grammar_ir.CallLayout`: Muse
+Glimmer's ATEM block), that.
 Harmony's `<|call|>` ends generation, so one call message ends its output (`many_calls`); Functionary
 writes one message per call, up to `parallel_tool_calls`.
 """
@@ -15,11 +17,11 @@ writes one message per call, up to `parallel_tool_calls`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..grammar_ir import GrammarUnsupported, Json, Lit, Node, Regex, Repeat, Text, alt, optional, seq
-from ..spec import FormatSpec, MessageLayout
+from ..spec import BodyKind, FormatSpec, MessageLayout
 from ..validation import Tools
 from .assemble import Choice, Output, mark_special, parameters_of
 
@@ -28,15 +30,18 @@ from .assemble import Choice, Output, mark_special, parameters_of
 _NAME_STOPS = ("<|", ">", "\n", " ")
 
 
-def messages_output(spec: FormatSpec, tools: Tools | None, choice: Choice) -> Output:
-    """The grammar of everything the model of a headed-messages format may write under `choice`."""
+def messages_output(spec: FormatSpec, tools: Tools | None, choice: Choice,
+                    thinking_forced_open: bool = False) -> Output:
+    """The grammar of everything the model of a headed-messages format may write under `choice`. With
+    `thinking_forced_open`, where the format names the header such a prompt ends with
+    (`MessageSpec.forced_open_header`), the output starts inside that reasoning message's body."""
     messages = spec.messages
     assert messages is not None
     layout = messages.layout
     if layout is None:
         raise GrammarUnsupported(f"format {spec.name!r} writes headed messages but declares no MessageLayout")
     stops = tuple(dict.fromkeys((*messages.openers, *messages.terminators, *spec.special)))
-    writer = _Writer(layout, stops)
+    writer = _Writer(layout, stops, messages.call)
     calls = choice.mode != "none" and bool(choice.names) and tools is not None
     after_reasoning: dict[bool, Node] = {}
     for first in (True, False):
@@ -49,7 +54,9 @@ def messages_output(spec: FormatSpec, tools: Tools | None, choice: Choice) -> Ou
                               preamble=choice.mode == "auto")
         after_reasoning[first] = alt(answer, called) if choice.mode == "auto" else called
     whole = after_reasoning[True]
-    if layout.reasoning is not None:
+    if layout.reasoning is not None and thinking_forced_open and messages.forced_open_header:
+        whole = seq(Text(stops), Lit(layout.end), after_reasoning[False])
+    elif layout.reasoning is not None:
         whole = alt(seq(writer.message(layout.reasoning, Text(stops), True, ended=True), after_reasoning[False]),
                     whole)
     return Output(mark_special(whole, spec.special), None, False)
@@ -61,8 +68,15 @@ def _stop(token: str) -> Node:
 
 
 class _Writer:
-    def __init__(self, layout: MessageLayout, stops: tuple[str, ...]) -> None:
-        self._layout, self._stops = layout, stops
+    def __init__(self, layout: MessageLayout, stops: tuple[str, ...], kind: Callable[[str], BodyKind]) -> None:
+        self._layout, self._stops, self._kind = layout, stops, kind
+
+    def _body(self, name: str, parameters: Mapping[str, Any]) -> Node:
+        """A call message's body: its kind's layout, or the arguments as JSON."""
+        kind: Any = self._kind(name)
+        if hasattr(kind, "call_grammar"):
+            return kind.body_grammar(kind.call_grammar(name, parameters), False)  # type: ignore[no-any-return]
+        return Json(parameters)
 
     def header(self, text: str, first: bool) -> Node:
         return Lit(text.removeprefix(self._layout.prompt_wrote) if first else text)
@@ -97,7 +111,7 @@ class _Writer:
         layout = self._layout
 
         def call(at_first: bool) -> Node:
-            return alt(*(seq(self.header(self._call_header(name), at_first), Json(parameters))
+            return alt(*(seq(self.header(self._call_header(name), at_first), self._body(name, parameters))
                          for name, parameters in tools))
 
         def run(at_first: bool) -> Node:

@@ -14,7 +14,7 @@ def output_grammar(spec: FormatSpec, tools: Tools | None, choice: Choice, thinki
     """The grammar of everything the format's model may write under `choice`, as its parts."""
     try:
         if spec.messages is not None:
-            return messages_output(spec, tools, choice)
+            return messages_output(spec, tools, choice, thinking_forced_open)
         return envelope_output(spec, tools, choice, thinking_forced_open)
     except RecursionError:  # the body kinds bound their depth: a last guard
         raise GrammarUnsupported(f"the {spec.name} grammar of these tools nests too deeply to be built: simplify "

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import regex  # type: ignore[import-untyped]
 
 from ..scanning import delimiters_of, hold_merged
-from ..spec import AnchorSpec, CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection
+from ..spec import AnchorSpec, CallResult, Envelope, EnvelopeSpec, FormatSpec, Rejection, calls_and_text
 from ..types import INVALID_JSON, TOO_LONG
 from .envelopes import OpenEnvelope
 from .reading import ParserState
@@ -232,7 +232,9 @@ class Anchors:
                 f"the call was {envelope.length} characters long, more than max_call_chars="
                 f"{parser._max_call_chars}; raw holds its first max_call_chars characters"])]
         try:
-            return envelope.spec.body.parse(finished, parser._tools)
+            results, text = calls_and_text(envelope.spec.body.parse(finished, parser._tools))
+            parser._output.emit_text(parser._output.content, text)
+            return results
         except RecursionError:
             return [Rejection(INVALID_JSON, ["the call is nested too deeply to be read"])]
         except Exception as error:  # a visitor bug must not end the user's stream

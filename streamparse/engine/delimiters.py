@@ -68,11 +68,17 @@ class DelimiterSets:
         self._reasoning_framing = tuple(self.framing) if spec.framing_in_reasoning else ()
         # Headed messages (`FormatSpec.messages`): what the text outside messages, a header and a body search.
         messages = spec.messages
-        outside = [*messages.openers, *messages.terminators] if messages else []
-        self.message_outside = Delimiters(keep(outside))
-        self.message_header = Delimiters(keep([*outside, messages.header_end] if messages else []))
-        ends = [*messages.terminators, *(messages.openers if messages.openers_end_bodies else ())] if messages else []
+        outside = [*messages.openers, *messages.marker_headers, *messages.terminators] if messages else []
+        self.message_outside = Delimiters(keep(outside + ([messages.lead] if messages and messages.lead_opens_headers
+                                                          else [])))
+        self.message_header = Delimiters(keep([*outside, *([messages.header_end] if messages.header_end else [])]
+                                              if messages else []))
+        ends = [*messages.terminators, *messages.marker_headers,
+                *(messages.openers if messages.openers_end_bodies else ())] if messages else []
         self.message_body = Delimiters(keep(ends))
+        # A reasoning body also searches the lead when a call header may end it (`call_headers_end_reasoning`).
+        leads = [messages.lead] if messages and messages.call_headers_end_reasoning else []
+        self.message_reasoning_body = Delimiters(keep([*ends, *leads])) if leads else self.message_body
         self._exclude = exclude
         self._reasoning: dict[tuple[str, ...], Delimiters] = {}
 

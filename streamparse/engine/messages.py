@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..scanning import hold_merged
-from ..spec import CALL, REASONING, Envelope, EnvelopeSpec, MessageSpec, Rejection
+from ..spec import CALL, CONTENT, REASONING, TEXT, Envelope, EnvelopeSpec, MessageSpec, Rejection
 from ..types import TRUNCATED
 from .envelopes import ENVELOPE_MODE, OpenEnvelope
 from .reading import ParserState
@@ -44,6 +44,9 @@ class MessageState:
     lead: bool = False  # the header so far is the lead and ordinary text after it
     position: int = 0  # where the header starts in the output
     region: Region | None = None  # the region of the body being read
+    # The reasoning body a header opened inside (`call_headers_end_reasoning`): unless the header routes
+    # to a call, its text goes back there and the body goes on.
+    within: Region | None = None
     after_terminator: bool = True  # only whitespace since the last terminator (or the start)
     ws: list[str] = field(default_factory=list)  # that whitespace: framing if a header follows
     ws_length: int = 0
@@ -76,6 +79,11 @@ def _state(parser: MessageParser) -> MessageState:
 def read_outside(parser: MessageParser, text: str, pos: int) -> int:
     """Text between messages: content; stray terminators are framing; a header opener opens a header."""
     state = _state(parser)
+    if state.at_start and parser._forced and state.spec.forced_open_header:  # the prompt opened reasoning
+        state.at_start = False
+        _open_header(parser, state.spec.forced_open_header, pos, order=0)
+        _route(parser)
+        return pos
     if state.at_start and state.spec.opened_by_prompt:  # the prompt ended with the header's opener
         state.at_start = False
         _open_header(parser, "", pos, order=0)
@@ -86,7 +94,13 @@ def read_outside(parser: MessageParser, text: str, pos: int) -> int:
             state.at_start = False
             _open_header(parser, lead, pos, order=0, lead=True)
             return pos + len(lead)
-        if lead and lead.startswith(text[pos:]):
+        whole = state.spec.header_end if state.spec.header_end_at_start else ""
+        if whole and text.startswith(whole, pos):  # the prompt wrote the whole header
+            state.at_start = False
+            _open_header(parser, "", pos, order=0)
+            _route(parser)
+            return pos + len(whole)
+        if (lead and lead.startswith(text[pos:])) or (whole and whole.startswith(text[pos:])):
             return parser._hold(text, pos)
         state.at_start = False
     delimiters = parser._sets.message_outside
@@ -99,6 +113,11 @@ def read_outside(parser: MessageParser, text: str, pos: int) -> int:
     found = match.group()
     if found in state.spec.terminators:
         state.after_terminator = True
+    elif found == state.spec.lead:  # `lead_opens_headers`
+        _open_header(parser, found, match.start(), order=0, lead=True)
+    elif found in state.spec.marker_headers:  # a whole header
+        _open_header(parser, found, match.start(), order=0)
+        _route(parser)
     else:
         _open_header(parser, found, match.start(), state.spec.openers.index(found))
     return match.end()
@@ -129,6 +148,10 @@ def read_header(parser: MessageParser, text: str, pos: int) -> int:
     if found == spec.header_end:
         _route(parser)
         return match.end()
+    if found in spec.marker_headers:
+        state.header.append(found)
+        _route(parser)
+        return match.end()
     if found in spec.openers and spec.openers.index(found) > state.order:
         state.header.append(found)
         state.header_length += len(found)
@@ -140,17 +163,23 @@ def read_header(parser: MessageParser, text: str, pos: int) -> int:
 
 
 def read_body(parser: MessageParser, text: str, pos: int) -> int:
-    """A reasoning or content body, streamed, up to a terminator (or a header opener, `openers_end_bodies`)."""
+    """A reasoning or content body, streamed, up to a terminator (or a header opener, `openers_end_bodies`;
+    or, in reasoning, a call header, `call_headers_end_reasoning`)."""
     state = _state(parser)
     region = state.region
     assert region is not None
-    delimiters = parser._sets.message_body
+    output = parser._output
+    delimiters = parser._sets.message_reasoning_body if region is output.reasoning else parser._sets.message_body
     match = delimiters.search(text, pos)
     if match is None:
         held = max(pos, delimiters.held_from(text))
-        parser._output.emit_text(region, text[pos:held])
+        output.emit_text(region, text[pos:held])
         return parser._hold(text, held)
-    parser._output.emit_text(region, text[pos: match.start()])
+    output.emit_text(region, text[pos: match.start()])
+    if match.group() == state.spec.lead:  # maybe a call header: held, and the body's text again if not
+        state.within = region
+        _open_header(parser, match.group(), match.start(), order=0, lead=True)
+        return match.end()
     parser._mode = OUTSIDE
     state.after_terminator = True
     if match.group() not in state.spec.terminators:  # a header opener (`openers_end_bodies`): it opens the next
@@ -191,11 +220,27 @@ def _open_header(parser: MessageParser, opener: str, at: int, order: int, lead: 
 
 
 def _header_is_text(parser: MessageParser) -> None:
-    """What looked like a header is not one (the lead, ordinary text; a header past the limit): content."""
+    """What looked like a header is not one (the lead, ordinary text; a header past the limit): content,
+    or the text of the body it was read in."""
     state = _state(parser)
-    parser._mode = OUTSIDE
     state.lead = False
-    _outside_text(parser, state.take_header())
+    header = state.take_header()
+    if _back_to_body(parser, header):
+        return
+    parser._mode = OUTSIDE
+    _outside_text(parser, header)
+
+
+def _back_to_body(parser: MessageParser, text: str) -> bool:
+    """A header read inside a body that is no call header: its text is the body's, which goes on."""
+    state = _state(parser)
+    region, state.within = state.within, None
+    if region is None:
+        return False
+    parser._output.emit_text(region, text)
+    state.region = region
+    parser._mode = BODY
+    return True
 
 
 def _route(parser: MessageParser) -> None:
@@ -203,6 +248,13 @@ def _route(parser: MessageParser) -> None:
     state = _state(parser)
     header = state.take_header()
     route = state.spec.route(header, True)
+    if route.region != CALL and _back_to_body(parser, header + state.spec.header_end):
+        return
+    state.within = None
+    if route.region == TEXT:
+        parser._mode = OUTSIDE
+        _outside_text(parser, header + state.spec.header_end)
+        return
     if route.region == CALL:
         _open_call(parser, header + state.spec.header_end, route.name)
         return
@@ -228,10 +280,21 @@ def _cut(parser: MessageParser) -> None:
     """A header cut off (by the end of output, a terminator, another header): framing, or a rejected call."""
     state = _state(parser)
     header = state.take_header()
-    parser._mode = OUTSIDE
     state.lead = False
+    if _back_to_body(parser, header):  # a body's text, which what cut it off ends
+        parser._mode = OUTSIDE
+        state.after_terminator = True
+        return
+    parser._mode = OUTSIDE
     state.after_terminator = True
     route = state.spec.route(header, False)
+    if route.region == CONTENT:  # text no header end followed: content, without its opener
+        opener = next((o for o in state.spec.openers if header.startswith(o)), "")
+        parser._output.emit_text(parser._output.content, header[len(opener):])
+        return
+    if route.region == TEXT:
+        _outside_text(parser, header)
+        return
     if route.region != CALL:
         return
     error = f"the message header was cut off before {state.spec.header_end}"
@@ -266,8 +329,8 @@ def held_back(parser: MessageParser) -> int:
     being read is not counted, like an envelope's opener: it becomes framing or a call's opener, and
     content only when it runs past `header_limit` (which bounds it)."""
     state = _state(parser)
-    if parser._mode == HEADER:
-        return 0
+    if parser._mode == HEADER:  # (one read inside a body may yet be the body's text)
+        return state.header_length if state.within is not None else 0
     if parser._mode == BODY:
         assert state.region is not None
         return len(parser._carry) + state.region.pending_length

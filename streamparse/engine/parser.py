@@ -22,7 +22,7 @@ import regex  # type: ignore[import-untyped]
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..registry import get_format
 from ..scanning import ScanResult, hold_merged
-from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, ParsedCall, Rejection, WrapperSpec
+from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, ParsedCall, Rejection, WrapperSpec, calls_and_text
 from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token, made_message
 from ..validation import ToolSet
 from . import messages
@@ -714,7 +714,8 @@ class StreamParser:
         results: list[CallResult] = []
         if not (envelope.too_long and complete):
             try:
-                results = envelope.spec.body.parse(finished, self._tools)
+                results, text = calls_and_text(envelope.spec.body.parse(finished, self._tools))
+                self._output.emit_text(self._region_of(self._return_mode), text)
             except RecursionError:
                 results = [Rejection(INVALID_JSON, ["the call is nested too deeply to be read"])]
             except Exception as error:  # a visitor bug must not end the user's stream

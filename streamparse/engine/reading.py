@@ -19,6 +19,7 @@ class ParserState(Protocol):
     _base: int  # where the text being read starts in the output
     _carry: str  # held back: it could still start a delimiter
     _envelope: OpenEnvelope | None
+    _forced: bool  # the prompt left the output inside reasoning (`thinking_forced_open`, as the format takes it)
     _max_call_chars: int | None
     _mode: str  # the reader the next text goes to (`StreamParser.READERS`)
     _return_mode: str  # the region a wrapper or envelope was opened in
