@@ -153,9 +153,10 @@ def read_body(parser: MessageParser, text: str, pos: int) -> int:
     parser._output.emit_text(region, text[pos: match.start()])
     parser._mode = OUTSIDE
     state.after_terminator = True
-    if match.group() not in state.spec.terminators:  # a header opener (`openers_end_bodies`): it opens the next
-        return match.start()
-    return match.end()
+    end = match.end() if match.group() in state.spec.terminators else match.start()
+    if region is parser._output.reasoning:
+        parser._ended_reasoning(parser._base + end)
+    return end  # a header opener (`openers_end_bodies`) is read again: it opens the next
 
 
 READERS = {OUTSIDE: read_outside, HEADER: read_header, BODY: read_body}
@@ -176,6 +177,7 @@ def _outside_text(parser: MessageParser, text: str) -> None:
         text = "".join(state.ws) + text
         state.drop_ws()
         state.after_terminator = False
+    parser._ended_reasoning(0)  # content before any reasoning (a no-op once reasoning ended)
     parser._output.emit_text(parser._output.content, text)
 
 
@@ -203,6 +205,8 @@ def _route(parser: MessageParser) -> None:
     state = _state(parser)
     header = state.take_header()
     route = state.spec.route(header, True)
+    if route.region != REASONING:
+        parser._ended_reasoning(0)  # an answer or a call before any reasoning: none came first
     if route.region == CALL:
         _open_call(parser, header + state.spec.header_end, route.name)
         return
