@@ -112,3 +112,23 @@ def test_the_entry_point_registers_the_parsers_in_a_fresh_process() -> None:
             "print('streamparse_hermes' in FunctionCallParser.ToolCallParserEnum)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_required_calls_are_constrained_by_grammar_for() -> None:
+    """`tool_choice: required` goes to SGLang as xgrammar's structural tag of the format's whole output
+    (`streamparse.grammar_for`), for every format that has one; a format without one says so."""
+    import xgrammar
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    for name in streamparse.formats():
+        parser = FunctionCallParser([Tool(**tool) for tool in tools], f"streamparse_{name}")
+        try:
+            expected = streamparse.grammar_for(name, tools, tool_choice="required")
+        except ValueError:
+            with pytest.raises(ValueError):
+                parser.get_structure_constraint("required")
+            continue
+        kind, tag = parser.get_structure_constraint("required")
+        assert kind == "structural_tag"
+        assert tag == xgrammar.StructuralTag.from_json(json.dumps(expected))
