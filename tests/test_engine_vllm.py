@@ -92,9 +92,7 @@ def _streamed(row: Any, sizes: list[int]) -> tuple[str, str, list[tuple[str, obj
 
 def _whole(row: Any) -> tuple[str, str, list[tuple[str, object]]]:
     parser, request, prompt = _setup(row)
-    parser.set_prompt_token_ids(prompt)
-    if not parser.is_reasoning_end(prompt) and parser.reasoning_parser is not None:
-        parser.reasoning_parser.adjust_initial_state_from_prompt(prompt)
+    parser.set_prompt_token_ids(prompt)  # what vLLM's chat serving calls before a whole output
     reasoning, content, calls = parser.parse(row.text, request, enable_auto_tools=True)
     return content or "", reasoning or "", [(call.name, json.loads(call.arguments)) for call in calls or []]
 

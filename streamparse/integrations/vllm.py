@@ -98,12 +98,13 @@ class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
         return self._spec.reasoning[0][1] if self._spec.reasoning else None
 
     def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
+        """The request's prompt (vLLM gives it before the output, streamed or whole): one that ends
+        inside reasoning (a template that opens `<think>`) forces the reasoning open."""
         self._prompt = prompt_token_ids
+        self._forced = thinking_forced_open(self.model_tokenizer.decode(list(prompt_token_ids)), self.format)
 
     def adjust_initial_state_from_prompt(self, prompt_token_ids: Sequence[int]) -> None:
-        """A prompt that ends inside reasoning (a template that opens `<think>`) forces it open."""
-        prompt = self.model_tokenizer.decode(list(prompt_token_ids))
-        self._forced = self._forced or thinking_forced_open(prompt, self.format)
+        self.set_prompt_token_ids(prompt_token_ids)
 
     def _end_of(self, input_ids: Sequence[int]) -> int | None:
         parser = StreamParser(self.format, thinking_forced_open=self._forced)
