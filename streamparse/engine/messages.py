@@ -182,9 +182,10 @@ def read_body(parser: MessageParser, text: str, pos: int) -> int:
         return match.end()
     parser._mode = OUTSIDE
     state.after_terminator = True
-    if match.group() not in state.spec.terminators:  # a header opener (`openers_end_bodies`): it opens the next
-        return match.start()
-    return match.end()
+    end = match.end() if match.group() in state.spec.terminators else match.start()
+    if region is parser._output.reasoning:
+        parser._ended_reasoning(parser._base + end)
+    return end  # a header opener (`openers_end_bodies`) is read again: it opens the next
 
 
 READERS = {OUTSIDE: read_outside, HEADER: read_header, BODY: read_body}
@@ -205,6 +206,7 @@ def _outside_text(parser: MessageParser, text: str) -> None:
         text = "".join(state.ws) + text
         state.drop_ws()
         state.after_terminator = False
+    parser._ended_reasoning(0)  # content before any reasoning (a no-op once reasoning ended)
     parser._output.emit_text(parser._output.content, text)
 
 
@@ -251,6 +253,8 @@ def _route(parser: MessageParser) -> None:
     if route.region != CALL and _back_to_body(parser, header + state.spec.header_end):
         return
     state.within = None
+    if route.region != REASONING:
+        parser._ended_reasoning(0)  # an answer or a call before any reasoning: none came first
     if route.region == TEXT:
         parser._mode = OUTSIDE
         _outside_text(parser, header + state.spec.header_end)

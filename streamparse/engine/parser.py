@@ -99,6 +99,9 @@ class StreamParser:
     _base: int
     _learning: Any | None  # a `regex` pattern: the output markers that fix the marker suffix
     _learner: SuffixLearner | None
+    _reasoning_end: int | None
+    _reasoning_from: int | None
+    _resumed: bool
 
     def __init__(
         self,
@@ -244,6 +247,34 @@ class StreamParser:
             raise ValueError("message is available after close(); call close() at the end of generation")
         return self._message
 
+    @classmethod
+    def after_reasoning(cls, format: str = "hermes", tools: ToolsLike = None,
+                        **options: Unpack[OptionFields]) -> StreamParser:
+        """A parser for the raw text after `reasoning_end`, for an engine's tool half that is handed
+        only that text: it reads it as the whole parser read it from there (no reasoning opens; what may
+        follow a reasoning block, such as Granite's `<response>`, is read as such), so its content and
+        calls are those of the whole text."""
+        parser = cls(format, tools, False, **options)
+        parser._resumed = True
+        parser._forced = parser._deferred = parser._output.reasoning.deferred = False
+        return parser
+
+    @property
+    def reasoning_end(self) -> int | None:
+        """Where the reasoning ended in the raw text: the offset (in characters received, after UTF-8
+        decoding) just past its closer, or of the call opener or message that ended it; 0 when the
+        output opened no reasoning; None while that is not yet known. Always set after `close()`.
+
+        `text[:reasoning_end]` holds the reasoning and its delimiters; `text[reasoning_end:]`, read by
+        `StreamParser.after_reasoning`, gives the content and calls of the whole text. The same under
+        any chunking; it is known once the text that decides it was fed (nothing is held back for it)."""
+        return self._reasoning_end
+
+    def _ended_reasoning(self, at: int) -> None:
+        """The reasoning ended at `at` in the output (the first end counts)."""
+        if self._reasoning_end is None:
+            self._reasoning_end = at
+
     @property
     def held_back(self) -> int:
         """Characters outside envelopes received but not yet emitted: a possible delimiter prefix,
@@ -360,24 +391,30 @@ class StreamParser:
             if leading.is_prefix(text, pos):
                 return self._hold(text, pos)
         openers = self._sets.reasoning_openers
-        opener = openers.starting(text, pos)
+        opener = openers.starting(text, pos) if not self._resumed else None
         if opener is not None:
-            self._enter_reasoning(self._closer_of[opener] if not self._forced else self._all_reasoning_closers)
+            self._enter_reasoning(self._closer_of[opener] if not self._forced else self._all_reasoning_closers,
+                                  self._base + pos + len(opener))
             self._lead_pending = self._lead is not None
             return pos + len(opener)
-        if openers.is_prefix(text, pos):
+        if openers.is_prefix(text, pos) and not self._resumed:
             return self._hold(text, pos)
         if self._forced:
-            self._enter_reasoning(self._all_reasoning_closers)
+            self._enter_reasoning(self._all_reasoning_closers, self._base + pos)
         else:
             self._mode = _CONTENT
+            self._ended_reasoning(0)
+            # After a reasoning block (`after_reasoning`), what may follow one is read as such.
+            self._answer_expected = self._resumed and bool(self._answer_opener)
             if self._anchored is not None and self._anchored.table.at_start:
                 return self._anchored.decide(self, text, pos, self._anchored.table.at_start)
         return pos
 
-    def _enter_reasoning(self, closers: tuple[str, ...]) -> None:
+    def _enter_reasoning(self, closers: tuple[str, ...], at: int) -> None:
+        """Reasoning opens; its text starts at `at` in the output."""
         self._mode = _REASONING
         self._reasoning_closers = closers
+        self._reasoning_from = at
 
     def _in_text(self, text: str, pos: int) -> int:
         """Content or reasoning, up to the next delimiter it may hold."""
@@ -391,6 +428,7 @@ class StreamParser:
             found = lead.match(text, pos)  # type: ignore[union-attr]
             if found is not None:
                 pos = found.end()
+                self._reasoning_from = self._base + pos
         if self._absorb:
             match = _NON_SPACE.search(text, pos)
             if match is None:
@@ -434,7 +472,7 @@ class StreamParser:
             if self._answer_open and found == self._answer_closer:
                 self._answer_open = False
             elif found in self._sets.reopeners:
-                self._enter_reasoning(self._closer_of[found])
+                self._enter_reasoning(self._closer_of[found], self._base + match.end())
             elif found in self._sets.trailing_framing:
                 region.hold(found)  # framing if only whitespace follows it to the end; else content
             elif found in self._spaced and not (text[at - 1] if at else self._previous or " ").isspace():
@@ -445,6 +483,7 @@ class StreamParser:
             region.drop_pending()
             self._output.release(region)
             self._mode = _CONTENT
+            self._ended_reasoning(self._base + match.end())
             self._answer_expected = bool(self._answer_opener)
             if self._anchored is not None and self._anchored.table.at_start:  # the content starts here
                 self._mode = ANCHOR
@@ -458,9 +497,11 @@ class StreamParser:
             # starts inside it, which had to close to be reasoning, was the answer (Apriel 1.5).
             if region.deferred and not self._prompted:
                 self._output.hand_over(region, self._output.content)
+                self._ended_reasoning(self._reasoning_from or 0)  # no reasoning after all: its text is the answer
             else:
                 region.drop_pending()
                 self._output.release(region)
+                self._ended_reasoning(self._base + at)
             self._mode = _CONTENT
             return self._enter(found, _CONTENT, at, text, match.end())
         else:
@@ -753,7 +794,11 @@ class StreamParser:
             messages.settle_carry(self, carry)
             return
         if self._mode == _START:  # an incomplete reasoning opener is text
-            self._mode = _REASONING if self._forced else _CONTENT
+            if self._forced:
+                self._enter_reasoning(self._all_reasoning_closers, self._received - len(carry))
+            else:
+                self._mode = _CONTENT
+                self._ended_reasoning(0)
         if self._mode in (ANCHOR, TRAILING) and self._anchored is not None:  # a lead that did not complete
             self._anchored.before_text(self)
         if self._mode == _ENVELOPE:
@@ -795,6 +840,12 @@ class StreamParser:
             self._leave_wrapper()
         if self._output.reasoning.deferred:  # forced-open reasoning that never closed: the answer
             self._output.hand_over(self._output.reasoning, self._output.content)
+            self._ended_reasoning(self._reasoning_from or 0)
+        # Reasoning that never ended runs to the end of the output; no reasoning at all ends at 0.
+        state = self._messages
+        in_reasoning = self._reasoning_from is not None or (
+            state is not None and self._mode == messages.BODY and state.region is self._output.reasoning)
+        self._ended_reasoning(self._received if in_reasoning else 0)
 
 
 def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
@@ -873,6 +924,9 @@ def _fixed_state(options: Options) -> tuple[Options, dict[str, Any]]:
         # `FormatSpec.reasoning_lead`: framing after a reasoning opener, matched once it was read.
         "_lead": regex.compile(spec.reasoning_lead) if spec.reasoning_lead else None,
         "_lead_pending": False,
+        "_reasoning_end": None,  # where the reasoning ended in the output (`reasoning_end`)
+        "_reasoning_from": None,  # where the reasoning's text starts in the output, once it opened
+        "_resumed": False,  # the text starts after a reasoning block (`after_reasoning`)
         # Openers that count only after whitespace (`EnvelopeSpec.after_space`), and the character
         # before the text being read (the last one of the previous chunk's, "" at the start).
         "_spaced": full.spaced_openers,

@@ -29,6 +29,10 @@ class ParserState(Protocol):
     _settler: Settler
     _tools: ToolSet
 
+    def _ended_reasoning(self, at: int) -> None:
+        """The reasoning ended at `at` in the output (the first end counts)."""
+        ...
+
     def _hold(self, text: str, pos: int) -> int:
         """Keep `text[pos:]` until the next chunk shows what it is; returns the end of `text`."""
         ...

@@ -1,0 +1,130 @@
+"""streamparse inside vLLM: the parser pair of every format, composed by vLLM's own `ParserManager`
+into the per-request `Parser` its chat serving holds, driven by `parse_delta` (1, 3 and random 1-8
+tokens per step, the prompt's ids on the first step, `finished` on the last) and by `parse` (whole),
+on the real-template cases and every format's fixtures: the message equals `streamparse.parse`.
+
+The tokenizer here is one id per character (what vLLM's parsers are given is text and ids; ours read
+the text). Needs vLLM (`.ci/run` builds its venv from pinned versions); skipped, with the reason,
+without it."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from conftest import FIXTURES
+from corpus import case_rows, fixture_rows
+
+import streamparse
+
+pytest.importorskip("vllm.parser.parser_manager",
+                    reason="vLLM is not installed: .ci/run runs this tier in its own venv")
+
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.parser.parser_manager import ParserManager
+from vllm.reasoning.abs_reasoning_parsers import ReasoningParserManager
+from vllm.tool_parsers.abstract_tool_parser import ToolParserManager
+
+from streamparse.integrations import vllm as plugin
+
+plugin.register()
+CASES = [row for row in case_rows() + fixture_rows() if row.tools]  # the real renders, and every format's fixtures
+
+
+class CharTokenizer:
+    """One id per character: steps of k tokens are steps of k characters."""
+
+    chat_template = None
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return "".join(map(chr, ids))
+
+    def get_vocab(self) -> dict[str, int]:
+        return {}
+
+
+def _expected(row: Any) -> tuple[str, str, list[tuple[str, object]]]:
+    message = streamparse.parse(row.text, row.format, row.tools, row.thinking_forced_open)
+    return message.content, message.reasoning, [(call.name, call.arguments) for call in message.tool_calls]
+
+
+def _setup(row: Any) -> tuple[Any, ChatCompletionRequest, list[int]]:
+    name = "streamparse_" + row.format
+    parser_cls = ParserManager.get_parser(tool_parser_name=name, reasoning_parser_name=name, enable_auto_tools=True)
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=row.tools,
+                                    tool_choice="auto")
+    tokenizer = CharTokenizer()
+    parser = parser_cls(tokenizer, request.tools)
+    request = parser.adjust_request(request)
+    prompt = (row.prompt or "") if row.thinking_forced_open else "<|user|>hi<|assistant|>"
+    return parser, request, tokenizer.encode(prompt)
+
+
+def _streamed(row: Any, sizes: list[int]) -> tuple[str, str, list[tuple[str, object]]]:
+    parser, request, prompt = _setup(row)
+    ids = [ord(c) for c in row.text]
+    content, reasoning, calls = [], [], {}
+    at, step = 0, 0
+    while at < len(ids) or at == 0:
+        size = sizes[step % len(sizes)]
+        piece = ids[at: at + size]
+        at += size
+        step += 1
+        delta = parser.parse_delta("".join(map(chr, piece)), piece, request,
+                                   prompt_token_ids=prompt, finished=at >= len(ids))
+        if delta is None:
+            continue
+        content.append(delta.content or "")
+        reasoning.append(delta.reasoning or "")
+        for call in delta.tool_calls:
+            name, arguments = calls.get(call.index, (None, ""))
+            calls[call.index] = (name or (call.function.name if call.function else None),
+                                 arguments + ((call.function.arguments or "") if call.function else ""))
+    return "".join(content), "".join(reasoning), [(n, json.loads(a)) for _, (n, a) in sorted(calls.items())]
+
+
+def _whole(row: Any) -> tuple[str, str, list[tuple[str, object]]]:
+    parser, request, prompt = _setup(row)
+    parser.set_prompt_token_ids(prompt)  # what vLLM's chat serving calls before a whole output
+    reasoning, content, calls = parser.parse(row.text, request, enable_auto_tools=True)
+    return content or "", reasoning or "", [(call.name, json.loads(call.arguments)) for call in calls or []]
+
+
+def test_every_format_and_alias_is_registered() -> None:
+    for name in [*streamparse.formats(), None]:
+        parser_name = f"streamparse_{name}" if name else "streamparse"
+        assert parser_name in ToolParserManager.lazy_parsers
+        assert parser_name in ReasoningParserManager.lazy_parsers
+        assert ToolParserManager.get_tool_parser(parser_name).format_name == name
+
+
+@pytest.mark.parametrize("row", CASES, ids=[row.label for row in CASES])
+def test_vllm_parser_equals_parse(row: Any) -> None:
+    expected = _expected(row)
+    assert _whole(row) == expected
+    rng = random.Random(row.label)
+    for sizes in ([1], [3], [rng.randint(1, 8) for _ in range(64)], [len(row.text) or 1]):
+        assert _streamed(row, sizes) == expected, sizes[:3]
+
+
+def test_the_detecting_parser_reads_the_format_from_the_chat_template() -> None:
+    tokenizer = CharTokenizer()
+    tokenizer.chat_template = (FIXTURES / "hermes" / "chat_template.jinja").read_text(encoding="utf-8")  # type: ignore[assignment]
+    parser = ToolParserManager.get_tool_parser("streamparse")(tokenizer)
+    assert parser.format == "hermes"
+
+
+def test_the_entry_point_registers_the_parsers_in_a_fresh_process() -> None:
+    """vLLM's own plugin loader finds the `vllm.general_plugins` entry point (an installed streamparse)."""
+    code = ("from vllm.plugins import load_general_plugins; load_general_plugins()\n"
+            "from vllm.tool_parsers.abstract_tool_parser import ToolParserManager\n"
+            "print('streamparse_hermes' in ToolParserManager.lazy_parsers)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "True"
