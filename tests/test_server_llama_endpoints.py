@@ -1,7 +1,8 @@
 """llama-server's own endpoints in `streamparse serve` (issue #42): `POST /apply-template`, `/tokenize` and
 `/detokenize`, through the real serve process behind its API key: the prompt `/apply-template` returns is
 the one the chat path sends upstream, `/tokenize` gives the model's own ids (and llama-server's
-`{"id", "piece"}` list), `/detokenize` inverts it; bad input is a 400 in OpenAI's error shape."""
+`{"id", "piece"}` list), `/detokenize` inverts it; bad input is a 400 in OpenAI's error shape. And the format's declared
+stops go upstream with the request's own `stop`."""
 
 from __future__ import annotations
 
@@ -185,3 +186,53 @@ def test_the_endpoints_need_the_api_key_and_keep_the_body_bound(qwen3: Server, p
     assert _post(qwen3, path, {"content": "x"}, headers={"Authorization": "Bearer wrong"}).status_code == 401
     huge = b'{"content": "' + b"a" * (9 << 20) + b'"}'
     assert _post(qwen3, path, huge).status_code == 413
+
+
+# -- the format's stops, sent upstream ------------------------------------------------------------
+
+PLAIN = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}<|assistant|>"
+
+
+@pytest.fixture(scope="module")
+def minimax_m1(upstream: Upstream, tmp_path_factory: Any) -> Iterator[Server]:
+    path = tmp_path_factory.mktemp("plain") / "chat_template.jinja"
+    path.write_text(PLAIN)
+    server = Server(upstream.url, path, "--api-key", KEY, "--format", "minimax_m1")
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize(("stop", "sent"), [
+    (None, ["<end_of_sentence>"]),
+    ("END", ["END", "<end_of_sentence>"]),
+    (["<end_of_sentence>", "END"], ["<end_of_sentence>", "END"]),
+    (["a", "b", "c", "d"], ["a", "b", "c", "d", "<end_of_sentence>"]),
+], ids=["none", "string", "already-there", "four"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_formats_stops_go_upstream_merged_with_the_requests_and_never_reach_content(
+        minimax_m1: Server, upstream: Upstream, stop: Any, sent: list[str], stream: bool) -> None:
+    key = upstream.script(f"stops-{'+'.join(sent)}-{stop is None}-{stream}",
+                          Script(outputs=["It is 18°C.<end_of_sentence>"]))
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": key}], "stream": stream}
+    if stop is not None:
+        body["stop"] = stop
+    answer = _post(minimax_m1, "/v1/chat/completions", body)
+    assert answer.status_code == 200, answer.text
+    assert upstream.last(key[2:-2])["stop"] == sent
+    if stream:
+        events = [json.loads(line[6:]) for line in answer.text.splitlines()
+                  if line.startswith("data: {")]
+        content = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    else:
+        content = answer.json()["choices"][0]["message"]["content"]
+    assert content == "It is 18°C."
+
+
+def test_a_format_without_stops_sends_the_requests_own_stop_as_given(hermes: Server, upstream: Upstream) -> None:
+    for stop, key_name in ((None, "nostop"), ("END", "ownstop")):
+        key = upstream.script(key_name, Script(outputs=["fine"]))
+        body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": key}]}
+        if stop is not None:
+            body["stop"] = stop
+        assert _post(hermes, "/v1/chat/completions", body).status_code == 200
+        assert upstream.last(key_name).get("stop") == stop

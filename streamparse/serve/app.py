@@ -182,6 +182,8 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
     upstream_body.update(model=body.get("model") or config.model, prompt=prompt if prompt_ids is None else prompt_ids,
                          stream=stream,
                          skip_special_tokens=False)
+    if spec.stops:  # the format's stops beyond the tokenizer's EOS: a raw engine does not know them
+        upstream_body["stop"] = _merged_stops(body.get("stop"), spec.stops)
     if "max_completion_tokens" in body and "max_tokens" not in body:
         upstream_body["max_tokens"] = body["max_completion_tokens"]
     if body.get("logprobs"):
@@ -194,6 +196,12 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
         options = options.with_changes(special_tokens="require")
     model = str(body.get("model") or config.model)
     return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body, tokenizer, constraint)
+
+
+def _merged_stops(asked: str | list[str] | None, declared: tuple[str, ...]) -> list[str]:
+    """The request's own `stop` (a string or a list), then the format's declared stops it lacks."""
+    own = [] if asked is None else [asked] if isinstance(asked, str) else list(asked)
+    return own + [stop for stop in declared if stop not in own]
 
 
 def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bool) -> dict[str, Any]:
