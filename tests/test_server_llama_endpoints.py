@@ -109,6 +109,14 @@ def test_apply_template_refuses_bad_input_naming_the_field(qwen3: Server, body: 
     assert error["param"] == param and param in error["message"]
 
 
+@pytest.mark.parametrize("generation", [True, False])
+def test_apply_template_refuses_a_kwarg_the_proxy_sets(qwen3: Server, generation: bool) -> None:
+    body = {"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": generation,
+            "chat_template_kwargs": {"eos_token": "<x>"}}
+    error = _error(_post(qwen3, "/apply-template", body))
+    assert error["param"] == "chat_template_kwargs.eos_token" and "cannot replace" in error["message"]
+
+
 def test_apply_template_refuses_what_is_not_json(qwen3: Server) -> None:
     assert "JSON" in _error(_post(qwen3, "/apply-template", b"{messages"))["message"]
 
@@ -186,6 +194,8 @@ def test_the_endpoints_need_the_api_key_and_keep_the_body_bound(qwen3: Server, p
     assert _post(qwen3, path, {"content": "x"}, headers={"Authorization": "Bearer wrong"}).status_code == 401
     huge = b'{"content": "' + b"a" * (9 << 20) + b'"}'
     assert _post(qwen3, path, huge).status_code == 413
+    metrics = httpx.get(qwen3.url.removesuffix("/v1") + "/metrics", timeout=TIMEOUT).text
+    assert f'path="{path}",status="413"' in metrics  # counted by its own path
 
 
 # -- the format's stops, sent upstream ------------------------------------------------------------

@@ -150,10 +150,7 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
     messages = body["messages"]
     tools = body.get("tools") or None
     tool_choice = body.get("tool_choice") or "auto"
-    kwargs = body.get("chat_template_kwargs") or {}
-    for key in config.template.reserved_variables.intersection(kwargs):
-        raise RequestError(400, f"'chat_template_kwargs.{key}' is set by the proxy from the model's tokenizer "
-                                "and template; a request cannot replace it", param=f"chat_template_kwargs.{key}")
+    kwargs = _template_kwargs(config, body)
     template_tools = None if tool_choice == "none" else tools
     prompt, prompt_ids = _render_prompt(config, messages, template_tools, kwargs)
     try:  # the tool schemas are checked and compiled here (a list seen before is reused), before anything is sent
@@ -196,6 +193,15 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
         options = options.with_changes(special_tokens="require")
     model = str(body.get("model") or config.model)
     return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body, tokenizer, constraint)
+
+
+def _template_kwargs(config: ServerConfig, body: dict[str, Any]) -> dict[str, Any]:
+    """The request's `chat_template_kwargs`, none of them a variable the proxy sets."""
+    kwargs: dict[str, Any] = body.get("chat_template_kwargs") or {}
+    for key in config.template.reserved_variables.intersection(kwargs):
+        raise RequestError(400, f"'chat_template_kwargs.{key}' is set by the proxy from the model's tokenizer "
+                                "and template; a request cannot replace it", param=f"chat_template_kwargs.{key}")
+    return kwargs
 
 
 def _merged_stops(asked: str | list[str] | None, declared: tuple[str, ...]) -> list[str]:
@@ -669,7 +675,7 @@ def create_app(config: ServerConfig) -> Starlette:
                 return JSONResponse({"prompt": prepared.options.prompt})
             tools = None if body.get("tool_choice") == "none" else body.get("tools") or None
             prompt = await off_loop(expiry, "rendering the prompt", lambda: _render_text(
-                config, body["messages"], tools, body.get("chat_template_kwargs") or {}))
+                config, body["messages"], tools, _template_kwargs(config, body)))
             return JSONResponse({"prompt": prompt})
         except InvalidRequest as error:
             return error_response(api, RequestError(400, str(error), param=error.param))
