@@ -411,8 +411,9 @@ def _set_thinking(template: ChatTemplate, asked: ChatRequest) -> None:
 
 
 def create_app(config: ServerConfig) -> Starlette:
-    """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models` (with `config.api_key`, both need it),
-    `GET /health`, `GET /metrics`; every request gets an id, a log line and its metrics (`RequestLog`)."""
+    """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models`, the other APIs (`apis/`) and llama-server's
+    `/apply-template`, `/tokenize`, `/detokenize` (with `config.api_key`, all need it), `GET /health`,
+    `GET /metrics`; every request gets an id, a log line and its metrics (`RequestLog`)."""
     completions_url = config.upstream.rstrip("/") + "/completions"
     headers = {"Authorization": f"Bearer {config.upstream_api_key}"} if config.upstream_api_key else None
     client = HttpClient(config.upstream, config.upstream_timeout, connect_timeout=10.0, headers=headers)
