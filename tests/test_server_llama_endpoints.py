@@ -246,3 +246,28 @@ def test_a_format_without_stops_sends_the_requests_own_stop_as_given(hermes: Ser
             body["stop"] = stop
         assert _post(hermes, "/v1/chat/completions", body).status_code == 200
         assert upstream.last(key_name).get("stop") == stop
+
+
+def test_with_pieces_of_a_sentencepiece_vocabulary_gives_byte_fallback_tokens_as_bytes(tmp_path: Path) -> None:
+    """A SentencePiece-style vocabulary (`▁` for a space, `<0xNN>` byte tokens) reads as llama-server's
+    pieces too: the pieces' bytes join to the text, a byte token is a byte list."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from streamparse.serve.apis import llama_server
+    from streamparse.serve.tokens import PromptTokenizer
+
+    vocab = {"<unk>": 0, **{f"<0x{b:02X}>": 1 + b for b in range(256)}}
+    for piece in ["▁", "h", "i", "▁h", "▁hi", "é"]:
+        vocab[piece] = len(vocab)
+    model = models.BPE(vocab=vocab, merges=[("▁", "h"), ("▁h", "i")], unk_token="<unk>", byte_fallback=True)
+    tokenizer = Tokenizer(model)
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    loaded = PromptTokenizer(tmp_path / "tokenizer.json")
+    text = "hi é 🤗 hi"
+    pieces = llama_server.tokenize(loaded, llama_server.Tokenize(text, with_pieces=True))["tokens"]
+    assert _pieces_bytes(pieces).decode() == " " + text  # Metaspace writes the leading space, as SentencePiece
+    assert pieces[0] == {"id": vocab["▁hi"], "piece": " hi"}
+    assert [p["piece"] for p in pieces if p["id"] <= 256] == [[0xF0], [0x9F], [0xA4], [0x97]]
+    assert llama_server.detokenize(loaded, [p["id"] for p in pieces]) == {"content": " " + text}
