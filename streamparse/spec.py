@@ -507,6 +507,12 @@ class FormatSpec:
     # A message holds calls or content, never both (generic's whole-output envelope): generated test
     # messages (`testing.messages`) hold one or the other.
     content_or_calls: bool = False
+    # Stop strings an engine needs beyond the tokenizer's EOS when it does not know the format (a raw
+    # `/v1/completions` server): a turn's end the template writes but the tokenizer does not name (Kimi K3's
+    # `<|end_of_msg|>`), or a token that ends a calling turn (gpt-oss's `<|call|>`). `streamparse serve` sends
+    # them with the request's own `stop`; the engine cuts them off, and where one is left in the parse frames
+    # it (it never lands in content).
+    stops: tuple[str, ...] = ()
 
     def ends_reasoning_at_calls(self, forced: bool) -> bool:
         """Whether a call opener ends unclosed reasoning, the output having started inside it or not."""

@@ -37,6 +37,7 @@ FUNCTION_GEMMA = FormatSpec(
     special=(CALL, CALL_END, QUOTE, RESPONSE, TURN_END),
     trailing_framing=(RESPONSE, TURN_END),
     detect=((CALL,), (DECLARATION,)),
+    stops=("<start_function_response>",),
 )
 
 FORMATS = (FUNCTION_GEMMA,)

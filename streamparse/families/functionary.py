@@ -55,6 +55,7 @@ FUNCTIONARY_V3_1 = FormatSpec(
     framing=TURN_ENDS,
     anchors=(PYTHON_CODE,),
     detect=((FUNCTION, EOM),),
+    stops=("<|eom_id|>",),  # Llama 3.1: ends a turn that called a tool (the tokenizer's EOS is <|eot_id|>)
 )
 
 

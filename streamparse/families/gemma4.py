@@ -42,6 +42,7 @@ GEMMA4 = FormatSpec(
     special=(CHANNEL, CHANNEL_END, CALL, CALL_END, TOOL_RESPONSE, TURN_END),
     framing=FRAMING,
     detect=((f"{CALL}call:", QUOTE),),
+    stops=("<|tool_response>",),
 )
 
 FORMATS = (GEMMA4,)

@@ -38,6 +38,7 @@ GIGACHAT3 = FormatSpec(
     special=(FUNCTION_CALL,),
     detect=((ROLE_SEP, FUNCTION_CALL), (ROLE_SEP, "function call")),
     trailing_framing=(MESSAGE_SEP,),
+    stops=(MESSAGE_SEP,),
 )
 
 FORMATS = (GIGACHAT3,)

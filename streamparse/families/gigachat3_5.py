@@ -46,6 +46,7 @@ GIGACHAT3_5 = FormatSpec(
     # Three markers: GigaChat 3.5's template also holds gigachat3's (`<|role_sep|>`, "function call").
     detect=((f"<{GCML.mark}tool_calls>", f"<{GCML.mark}invoke", ROLE_SEP),),
     trailing_framing=(MESSAGE_SEP, EOS),
+    stops=(MESSAGE_SEP,),
 )
 
 FORMATS = (GIGACHAT3_5,)

@@ -136,6 +136,7 @@ GPT_OSS = FormatSpec(
     # Single tokens of the o200k_harmony vocabulary; channel names, ` json` and ` to=…` are ordinary text.
     special=(START, CHANNEL, MESSAGE, END, CONSTRAIN, CALL_END, RETURN),
     detect=((CHANNEL, CALL_END),),
+    stops=("<|call|>",),
 )
 
 FORMATS = (GPT_OSS,)

@@ -46,6 +46,7 @@ IQUEST_Q1 = FormatSpec(
     trailing_framing=(END,),  # the stop token, left in by a server
     special=(*THINK, CALL_OPENER, CALL_CLOSER, *ARG_TAGS, END),
     detect=((CALL_OPENER, KEY_OPENER),),
+    stops=("<|iquest_end|>",),
 )
 
 FORMATS = (IQUEST_Q1,)

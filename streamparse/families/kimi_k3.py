@@ -133,6 +133,7 @@ KIMI_K3 = FormatSpec(
     framing=FRAMING,
     framing_in_reasoning=True,
     detect=((OPEN, SEP),),
+    stops=("<|end_of_msg|>",),
 )
 
 FORMATS = (KIMI_K3,)

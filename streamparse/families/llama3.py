@@ -66,6 +66,7 @@ LLAMA3_JSON = FormatSpec(
     detect_turns=("<|start_header_id|>", "<|header_start|>"),
     framing=(PYTHON_START, *TURN_ENDS),
     anchors=(JSON_CALLS, BUILTIN_CALL, PYTHON_CODE),
+    stops=("<|eom_id|>",),  # Llama 3.1: ends a turn that called a tool (the tokenizer's EOS is <|eot_id|>)
 )
 
 

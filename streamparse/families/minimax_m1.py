@@ -24,6 +24,8 @@ def render(message: Message) -> str:
     return out
 
 
+END_OF_SENTENCE = "<end_of_sentence>"
+
 MINIMAX_M1 = FormatSpec(
     name="minimax_m1",
     aliases=(),
@@ -32,6 +34,10 @@ MINIMAX_M1 = FormatSpec(
                                                              separated=True)),),
     render=render,
     # No MiniMax M1 tokenizer was checked: the tags are read as text.
+    # MiniMax's end of turn (`<end_of_sentence>`, the stop llama.cpp adds for it): cut off by an engine that
+    # stops at it, framing at the end of the output where one leaves it in.
+    trailing_framing=(END_OF_SENTENCE,),
+    stops=(END_OF_SENTENCE,),
 )
 
 FORMATS = (MINIMAX_M1,)

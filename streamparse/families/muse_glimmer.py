@@ -127,6 +127,7 @@ MUSE_GLIMMER = FormatSpec(
     # No prompt of the format ends inside reasoning (fourth-wave Decision 21).
     ignores_forced_open=True,
     detect=((BLOCK_OPENER, EOM),),
+    stops=("<|eot|>",),
 )
 
 FORMATS = (MUSE_GLIMMER,)

@@ -58,6 +58,7 @@ SOLAR_OPEN = FormatSpec(
     reasoning_reopens=True,
     ignores_forced_open=True,
     detect=((CALL_BEGIN,),),
+    stops=("<|calls|>",),
 )
 
 FORMATS = (SOLAR_OPEN,)

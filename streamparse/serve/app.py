@@ -35,7 +35,7 @@ from ..registry import get_format
 from ..types import ReasoningField
 from ..validation import compiled_tools
 from .access import RequireApiKey
-from .apis import ApiError, ChatRequest, anthropic, ollama, responses
+from .apis import ApiError, ChatRequest, anthropic, llama_server, ollama, responses
 from .apis.answer import Part, answer_parts
 from .checks import (
     InvalidRequest,
@@ -150,10 +150,7 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
     messages = body["messages"]
     tools = body.get("tools") or None
     tool_choice = body.get("tool_choice") or "auto"
-    kwargs = body.get("chat_template_kwargs") or {}
-    for key in config.template.reserved_variables.intersection(kwargs):
-        raise RequestError(400, f"'chat_template_kwargs.{key}' is set by the proxy from the model's tokenizer "
-                                "and template; a request cannot replace it", param=f"chat_template_kwargs.{key}")
+    kwargs = _template_kwargs(config, body)
     template_tools = None if tool_choice == "none" else tools
     prompt, prompt_ids = _render_prompt(config, messages, template_tools, kwargs)
     try:  # the tool schemas are checked and compiled here (a list seen before is reused), before anything is sent
@@ -182,6 +179,8 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
     upstream_body.update(model=body.get("model") or config.model, prompt=prompt if prompt_ids is None else prompt_ids,
                          stream=stream,
                          skip_special_tokens=False)
+    if spec.stops:  # the format's stops beyond the tokenizer's EOS: a raw engine does not know them
+        upstream_body["stop"] = _merged_stops(body.get("stop"), spec.stops)
     if "max_completion_tokens" in body and "max_tokens" not in body:
         upstream_body["max_tokens"] = body["max_completion_tokens"]
     if body.get("logprobs"):
@@ -194,6 +193,21 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
         options = options.with_changes(special_tokens="require")
     model = str(body.get("model") or config.model)
     return _Prepared(body.get("n") or 1, stream, include_usage, model, options, upstream_body, tokenizer, constraint)
+
+
+def _template_kwargs(config: ServerConfig, body: dict[str, Any]) -> dict[str, Any]:
+    """The request's `chat_template_kwargs`, none of them a variable the proxy sets."""
+    kwargs: dict[str, Any] = body.get("chat_template_kwargs") or {}
+    for key in config.template.reserved_variables.intersection(kwargs):
+        raise RequestError(400, f"'chat_template_kwargs.{key}' is set by the proxy from the model's tokenizer "
+                                "and template; a request cannot replace it", param=f"chat_template_kwargs.{key}")
+    return kwargs
+
+
+def _merged_stops(asked: str | list[str] | None, declared: tuple[str, ...]) -> list[str]:
+    """The request's own `stop` (a string or a list), then the format's declared stops it lacks."""
+    own = [] if asked is None else [asked] if isinstance(asked, str) else list(asked)
+    return own + [stop for stop in declared if stop not in own]
 
 
 def _with_tokens(chunk: dict[str, Any], tokenizer: PromptTokenizer, required: bool) -> dict[str, Any]:
@@ -256,6 +270,17 @@ def _render_prompt(config: ServerConfig, messages: list[dict[str, Any]], tools: 
         raise RequestError(400, f"the chat template rejected the request: {error}") from None
     except ValueError as error:  # the tokenizer's vocabulary reaches a control token from ordinary text
         raise RequestError(400, f"the prompt cannot be tokenized safely: {error}") from None
+
+
+def _render_text(config: ServerConfig, messages: list[dict[str, Any]], tools: list[Any] | None,
+                 kwargs: dict[str, Any]) -> str:
+    """The prompt text without the generation prompt (llama-server's `/apply-template` asked so)."""
+    try:
+        return config.template.render(messages, tools, False, **kwargs)
+    except CapabilityError as error:
+        raise RequestError(400, f"the chat template cannot render {error.capability}: {error}") from None
+    except TemplateRenderError as error:
+        raise RequestError(400, f"the chat template rejected the request: {error}") from None
 
 
 def _holds_output(delta: Mapping[str, Any]) -> bool:
@@ -386,8 +411,9 @@ def _set_thinking(template: ChatTemplate, asked: ChatRequest) -> None:
 
 
 def create_app(config: ServerConfig) -> Starlette:
-    """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models` (with `config.api_key`, both need it),
-    `GET /health`, `GET /metrics`; every request gets an id, a log line and its metrics (`RequestLog`)."""
+    """The ASGI app: `POST /v1/chat/completions`, `GET /v1/models`, the other APIs (`apis/`) and llama-server's
+    `/apply-template`, `/tokenize`, `/detokenize` (with `config.api_key`, all need it), `GET /health`,
+    `GET /metrics`; every request gets an id, a log line and its metrics (`RequestLog`)."""
     completions_url = config.upstream.rstrip("/") + "/completions"
     headers = {"Authorization": f"Bearer {config.upstream_api_key}"} if config.upstream_api_key else None
     client = HttpClient(config.upstream, config.upstream_timeout, connect_timeout=10.0, headers=headers)
@@ -639,6 +665,57 @@ def create_app(config: ServerConfig) -> Starlette:
         except DeadlineExceeded as error:
             return error_response(api, RequestError(504, str(error), "timeout_error"))
 
+    async def apply_template(request: Request) -> Response:
+        """llama-server's `POST /apply-template`: `{"prompt"}`, the text the chat path renders for the request."""
+        api = _APIS["chat"]
+        try:
+            asked, expiry = await chat_request(request, api)
+            body = asked.body
+            if llama_server.add_generation_prompt(body):
+                prepared = await off_loop(expiry, "rendering the prompt", lambda: _prepare(config, body))
+                return JSONResponse({"prompt": prepared.options.prompt})
+            tools = None if body.get("tool_choice") == "none" else body.get("tools") or None
+            prompt = await off_loop(expiry, "rendering the prompt", lambda: _render_text(
+                config, body["messages"], tools, _template_kwargs(config, body)))
+            return JSONResponse({"prompt": prompt})
+        except InvalidRequest as error:
+            return error_response(api, RequestError(400, str(error), param=error.param))
+        except RequestError as error:
+            return error_response(api, error)
+        except DeadlineExceeded as error:
+            return error_response(api, RequestError(504, str(error), "timeout_error"))
+
+    async def token_endpoint(request: Request, what: str,
+                             work: Callable[[PromptTokenizer, dict[str, Any]], dict[str, Any]]) -> Response:
+        """llama-server's `/tokenize` or `/detokenize` (`apis.llama_server`) with the model's tokenizer."""
+        try:
+            raw = await read_body(request.stream(), request.headers.get("content-length"),
+                                  config.limits.max_body_bytes, config.limits.body_timeout)
+            expiry = time.monotonic() + config.prepare_timeout
+            body = parse_body(raw)
+            tokenizer = config.template.tokenizer
+            if tokenizer is None:
+                raise RequestError(400, f"{what} {llama_server.NEEDS_TOKENIZER}")
+            return JSONResponse(await off_loop(expiry, what, lambda: work(tokenizer, body)))
+        except (InvalidRequest, ApiError) as error:
+            return RequestError(400, str(error), param=error.param).response()
+        except OverLimit as error:
+            return RequestError(error.status, str(error), param=error.param).response()
+        except ClientDisconnect:
+            return RequestError(400, "the connection closed before the request body ended").response()
+        except RequestError as error:
+            return error.response()
+        except DeadlineExceeded as error:
+            return RequestError(504, str(error), "timeout_error").response()
+
+    async def tokenize(request: Request) -> Response:
+        return await token_endpoint(request, "tokenizing", lambda tokenizer, body: llama_server.tokenize(
+            tokenizer, llama_server.tokenize_request(body)))
+
+    async def detokenize(request: Request) -> Response:
+        return await token_endpoint(request, "detokenizing", lambda tokenizer, body: llama_server.detokenize(
+            tokenizer, llama_server.detokenize_ids(body)))
+
     def route(api: _Api) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             return await serve_api(request, api)
@@ -689,6 +766,9 @@ def create_app(config: ServerConfig) -> Starlette:
         Route("/api/show", ollama_show, methods=["POST"]),
         Route("/api/version", ollama_version, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/apply-template", apply_template, methods=["POST"]),  # llama-server's (apis/llama_server.py)
+        Route("/tokenize", tokenize, methods=["POST"]),
+        Route("/detokenize", detokenize, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
     ])

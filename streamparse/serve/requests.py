@@ -26,7 +26,8 @@ logger = logging.getLogger("streamparse.requests")
 # A client's own id is kept when it is short and plain (safe in a log line and a header); else one is made.
 _CLIENT_ID = re.compile(rb"[A-Za-z0-9._:/+=-]{1,64}")
 _PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/api/chat",
-                    "/api/tags", "/api/show", "/api/version", "/v1/models", "/health", "/metrics"})
+                    "/api/tags", "/api/show", "/api/version", "/v1/models", "/health", "/metrics",
+                    "/apply-template", "/tokenize", "/detokenize"})
 
 
 def configure_logging(level: str) -> None:

@@ -82,6 +82,10 @@ class PromptTokenizer:
         """The model's own encoding of `text`, added tokens matched anywhere (what an upstream does)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def encode_plain(self, text: str) -> list[int]:
+        """`text` encoded with no added tokens: a control token's text as ordinary tokens."""
+        return list(self._plain.encode(text, add_special_tokens=False).ids)
+
     def generated(self, ids: Sequence[int], text: str) -> list[Token]:
         """The Tokens of one generated chunk: its `text` cut at the added tokens among its `ids`.
 
