@@ -19,6 +19,7 @@ from .validation import Tools
 
 if TYPE_CHECKING:
     from .batch.many import parse_many
+    from .export import response_template
 
 __all__ = [
     "Delta",
