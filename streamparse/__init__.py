@@ -13,12 +13,13 @@ from .api import astream, parse, render, stream
 from .detect import detect_format, detect_marker_suffix, thinking_forced_open
 from .engine import StreamParser
 from .options import Options
-from .registry import formats
+from .registry import formats, register_format
 from .types import Delta, Message, RejectedCall, Token, ToolCall, ToolCallDelta
 from .validation import Tools
 
 if TYPE_CHECKING:
     from .batch.many import parse_many
+    from .export import response_template
 
 __all__ = [
     "Delta",
@@ -36,14 +37,17 @@ __all__ = [
     "formats",
     "parse",
     "parse_many",
+    "register_format",
     "render",
+    "response_template",
     "stream",
     "thinking_forced_open",
 ]
 __version__ = "0.1.0"
 
 _LAZY = {"ChatTemplate": "serve.template", "TemplateRenderError": "serve.template", "PromptPart": "serve.marking",
-         "ControlTokenError": "serve.marking", "grammar_for": "constrain", "grammar_triggers": "constrain"}
+         "ControlTokenError": "serve.marking", "grammar_for": "constrain", "grammar_triggers": "constrain",
+         "response_template": "export"}
 _LAZY.update(parse_many="batch.many")  # the batch package (process pools), imported only when used
 
 

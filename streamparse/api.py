@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .engine import StreamParser
 from .options import OptionFields, ToolsLike
 from .registry import get_format
+from .spec import FormatLike
 from .types import Delta, Message, Token
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ Chunk = str | bytes | bytearray | Token | Sequence[Token]
 
 def parse(
     text: str | bytes | Sequence[Token],
-    format: str = "hermes",
+    format: FormatLike = "hermes",
     tools: ToolsLike = None,
     thinking_forced_open: bool = False,
     **options: Unpack[OptionFields],
@@ -31,7 +32,7 @@ def parse(
 
 def stream(
     chunks: Iterable[Chunk],
-    format: str = "hermes",
+    format: FormatLike = "hermes",
     tools: ToolsLike = None,
     thinking_forced_open: bool = False,
     **options: Unpack[OptionFields],
@@ -47,7 +48,7 @@ def stream(
 
 async def astream(
     chunks: AsyncIterable[Chunk],
-    format: str = "hermes",
+    format: FormatLike = "hermes",
     tools: ToolsLike = None,
     thinking_forced_open: bool = False,
     **options: Unpack[OptionFields],
@@ -61,7 +62,7 @@ async def astream(
         yield delta
 
 
-def render(message: Message, format: str = "hermes") -> str:
+def render(message: Message, format: FormatLike = "hermes") -> str:
     """The message written in the format's wire text: the inverse of `parse`."""
     if not isinstance(message, Message):
         raise TypeError(f"render() takes a streamparse.Message, got {type(message).__name__}")

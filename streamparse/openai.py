@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast, overload
 
 from .engine import StreamParser
 from .options import OptionFields, Options, ToolsLike, make_options
+from .spec import FormatLike
 from .types import Delta, ReasoningField, Token, _reasoning_keys
 
 if TYPE_CHECKING:
@@ -254,14 +255,14 @@ async def _async(stream: AsyncIterable[Any], maker: _ChunkMaker) -> AsyncIterato
 
 
 @overload
-def chat_chunks(completion_stream: AsyncIterable[Any], format: str = ..., *, model: str = ...,
+def chat_chunks(completion_stream: AsyncIterable[Any], format: FormatLike = ..., *, model: str = ...,
                 tools: ToolsLike = ..., thinking_forced_open: bool = ..., completion_id: str | None = ...,
                 reasoning_field: ReasoningField = ..., text_fallback: bool = ...,
                 **options: Unpack[OptionFields]) -> AsyncIterator[dict[str, Any]]: ...
 
 
 @overload
-def chat_chunks(completion_stream: Iterable[Any], format: str = ..., *, model: str = ...,
+def chat_chunks(completion_stream: Iterable[Any], format: FormatLike = ..., *, model: str = ...,
                 tools: ToolsLike = ..., thinking_forced_open: bool = ..., completion_id: str | None = ...,
                 reasoning_field: ReasoningField = ..., text_fallback: bool = ...,
                 **options: Unpack[OptionFields]) -> Iterator[dict[str, Any]]: ...
@@ -269,7 +270,7 @@ def chat_chunks(completion_stream: Iterable[Any], format: str = ..., *, model: s
 
 def chat_chunks(
     completion_stream: Iterable[Any] | AsyncIterable[Any],
-    format: str = "hermes",
+    format: FormatLike = "hermes",
     *,
     model: str = "",
     tools: ToolsLike = None,
@@ -316,7 +317,7 @@ def _finished_choices(completion: Any, options: Options,
 
 def chat_message(
     completion: Any,
-    format: str = "hermes",
+    format: FormatLike = "hermes",
     *,
     tools: ToolsLike = None,
     thinking_forced_open: bool = False,
@@ -335,7 +336,7 @@ def chat_message(
 
 def chat_completion(
     completion: Any,
-    format: str = "hermes",
+    format: FormatLike = "hermes",
     *,
     model: str = "",
     tools: ToolsLike = None,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
-from .spec import check_suffix
+from .spec import FormatLike, check_suffix
 from .validation import Tools, compiled_tools
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ _CHOICES: tuple[tuple[str, tuple[str, ...]], ...] = (
 class Options:
     """The parser options, checked when made. Misuse raises `ValueError`/`TypeError` naming the option."""
 
-    format: str = "hermes"
+    format: FormatLike = "hermes"
     tools: ToolsLike = None
     thinking_forced_open: bool = False
     emit_calls: EmitCalls = "validated"
@@ -118,10 +118,11 @@ _KEYWORDS = frozenset(OptionFields.__annotations__)
 # alone: an agent loop's requests repeat them, and frozen options can be shared (checking and
 # building ten fields cost a short parse more than its schema checks). A list of tools is not
 # kept: it could change between calls.
-_LAST_PLAIN: list[tuple[str, Tools | None, bool, Options] | None] = [None]
+_LAST_PLAIN: list[tuple[FormatLike, Tools | None, bool, Options] | None] = [None]
 
 
-def make_options(format: str, tools: ToolsLike, thinking_forced_open: bool, options: Mapping[str, Any]) -> Options:
+def make_options(format: FormatLike, tools: ToolsLike, thinking_forced_open: bool,
+                 options: Mapping[str, Any]) -> Options:
     """The entry points' arguments as one checked `Options`; an unknown keyword is a `TypeError` naming it."""
     if options:
         unknown = sorted(set(options) - _KEYWORDS)

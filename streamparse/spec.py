@@ -576,3 +576,8 @@ class FormatSpec:
         for anchor in self.anchors:
             out += anchor.after
         return tuple(dict.fromkeys(out))
+
+
+# What the entry points accept as `format`: a name or alias (declared, or registered with
+# `streamparse.register_format`), or a `FormatSpec` itself.
+FormatLike = str | FormatSpec

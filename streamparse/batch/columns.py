@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..options import OptionFields, Options, ToolsLike, make_options
+from ..spec import FormatLike
 from .rows import RESULT_COLUMNS, collector_paused, message_row, parse_with
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class ParseBatch:
         *,
         text_column: str = "text",
         prompt_column: str | None = None,
-        format: str = "hermes",
+        format: FormatLike = "hermes",
         tools: ToolsLike = None,
         thinking_forced_open: bool = False,
         **options: Unpack[OptionFields],
@@ -143,7 +144,7 @@ def parse_batch(
     *,
     text_column: str = "text",
     prompt_column: str | None = None,
-    format: str = "hermes",
+    format: FormatLike = "hermes",
     tools: ToolsLike = None,
     thinking_forced_open: bool = False,
     **options: Unpack[OptionFields],

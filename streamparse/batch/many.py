@@ -24,6 +24,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..options import OptionFields, Options, ToolsLike, make_options
+from ..spec import FormatLike
 from ..types import Message, RejectedCall, ToolCall
 from .rows import Text, collector_paused, parse_with
 from .workers import check_picklable, check_workers, every_core, ordered_chunks, ordered_map
@@ -172,7 +173,7 @@ def parse_many(
     texts: Iterable[Text],
     *,
     workers: int | None = None,
-    format: str = "hermes",
+    format: FormatLike = "hermes",
     tools: ToolsLike = None,
     thinking_forced_open: bool = False,
     **options: Unpack[OptionFields],

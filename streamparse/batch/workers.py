@@ -12,6 +12,7 @@ by the cores and by the work: no more workers than chunks, and one chunk is run 
 from __future__ import annotations
 
 import marshal
+import multiprocessing
 import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator
@@ -52,15 +53,23 @@ def check_workers(workers: int | None) -> int:
     return workers
 
 
+_PICKLE_HINTS = {
+    "id_factory": "pass a function defined at module level (not a lambda or a local function)",
+    "tools": "pass plain JSON-like tool definitions",
+    "format": "register the format with streamparse.register_format in a module the workers import and pass its name",
+}
+
+
 def check_picklable(options: Options) -> None:
     """Workers in other processes receive the options pickled: say which one cannot be, and what to do."""
-    for name in ("id_factory", "tools"):
+    # A format passed as a `FormatSpec` is sent too where the workers do not start as forks of this process.
+    spawned = not isinstance(options.format, str) and multiprocessing.get_start_method() != "fork"
+    for name in ("id_factory", "tools", *(("format",) if spawned else ())):
         value = getattr(options, name)
         try:
             pickle.dumps(value)
         except Exception as error:  # pickle raises PicklingError, AttributeError, TypeError...
-            hint = ("pass a function defined at module level (not a lambda or a local function)"
-                    if name == "id_factory" else "pass plain JSON-like tool definitions")
+            hint = _PICKLE_HINTS[name]
             raise ValueError(f"{name} cannot be sent to worker processes ({error}); {hint}, "
                              f"or use workers=1 to parse in this process") from None
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..grammar_ir import SPACE, GrammarUnsupported, seq
 from ..registry import get_format
+from ..spec import FormatLike, FormatSpec
 from ..validation import Tools
 from .assemble import Choice, call_openers, choice_of
 from .gbnf import gbnf
@@ -35,7 +36,7 @@ def _tools(tools: Sequence[Mapping[str, Any]] | Tools | None) -> Tools | None:
     return tools if isinstance(tools, Tools) else Tools(tools)
 
 
-def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
+def grammar_for(format: FormatLike, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
                 tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
                 thinking_forced_open: bool = False, syntax: str = "structural_tag",
                 token_ids: Mapping[str, int] | None = None, unicode_escapes: bool = False,
@@ -59,17 +60,17 @@ def grammar_for(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None =
     toolset = _tools(tools)
     choice = choice_of(tool_choice, toolset, parallel_tool_calls)
     ids = tuple(sorted(token_ids.items())) if token_ids else ()
-    written = _written(spec.name, toolset, choice, bool(thinking_forced_open), syntax, ids,
-                       bool(unicode_escapes) and syntax == "lark", marker_suffix)
+    written = _written(spec, toolset, choice, bool(thinking_forced_open), syntax, ids,
+                       bool(unicode_escapes) and syntax == "lark")
     return json.loads(written) if syntax == "structural_tag" else written
 
 
 @lru_cache(maxsize=256)
-def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_open: bool, syntax: str,
-             token_ids: tuple[tuple[str, int], ...] = (), unicode_escapes: bool = False,
-             marker_suffix: str | None = None) -> str:
-    """The grammar text, built once per format, tool list, choice and syntax (a structural tag as JSON)."""
-    node = output_grammar(get_format(name, marker_suffix), tools, choice, thinking_forced_open).whole
+def _written(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool, syntax: str,
+             token_ids: tuple[tuple[str, int], ...] = (), unicode_escapes: bool = False) -> str:
+    """The grammar text, built once per format (the declaration itself, so that a registered format
+    replaced under its name is written again), tool list, choice and syntax (a structural tag as JSON)."""
+    node = output_grammar(spec, tools, choice, thinking_forced_open).whole
     if syntax == "structural_tag":
         return json.dumps(structural_tag(node), ensure_ascii=False)
     if syntax == "lark":
@@ -77,7 +78,7 @@ def _written(name: str, tools: Tools | None, choice: Choice, thinking_forced_ope
     return gbnf(node)
 
 
-def grammar_triggers(format: str, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
+def grammar_triggers(format: FormatLike, tools: Sequence[Mapping[str, Any]] | Tools | None = None, *,
                      tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = True,
                      thinking_forced_open: bool = False, marker_suffix: str | None = None) -> dict[str, Any]:
     """llama.cpp server's request fields for the format's GBNF grammar: `grammar`, `grammar_lazy`,
@@ -93,7 +94,7 @@ def grammar_triggers(format: str, tools: Sequence[Mapping[str, Any]] | Tools | N
     output = output_grammar(spec, toolset, choice, bool(thinking_forced_open))
     preserved = list(spec.special)
     if output.calls is None or not output.calls_optional:
-        grammar = _written(spec.name, toolset, choice, bool(thinking_forced_open), "gbnf", marker_suffix=marker_suffix)
+        grammar = _written(spec, toolset, choice, bool(thinking_forced_open), "gbnf")
         return {"grammar": grammar, "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": preserved}
     words = call_openers(spec)
     return {"grammar": gbnf(seq(output.calls, SPACE)), "grammar_lazy": True,

@@ -22,7 +22,17 @@ import regex  # type: ignore[import-untyped]
 from ..options import OptionFields, Options, ToolsLike, make_options
 from ..registry import get_format
 from ..scanning import ScanResult, hold_merged
-from ..spec import CallResult, Envelope, EnvelopeSpec, FormatSpec, ParsedCall, Rejection, WrapperSpec, calls_and_text
+from ..spec import (
+    CallResult,
+    Envelope,
+    EnvelopeSpec,
+    FormatLike,
+    FormatSpec,
+    ParsedCall,
+    Rejection,
+    WrapperSpec,
+    calls_and_text,
+)
 from ..types import INVALID_JSON, TOO_LONG, TRUNCATED, Delta, Message, Token, made_message
 from ..validation import ToolSet
 from . import messages
@@ -105,7 +115,7 @@ class StreamParser:
 
     def __init__(
         self,
-        format: str = "hermes",
+        format: FormatLike = "hermes",
         tools: ToolsLike = None,
         thinking_forced_open: bool = False,
         **options: Unpack[OptionFields],

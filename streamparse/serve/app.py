@@ -417,7 +417,7 @@ def create_app(config: ServerConfig) -> Starlette:
     completions_url = config.upstream.rstrip("/") + "/completions"
     headers = {"Authorization": f"Bearer {config.upstream_api_key}"} if config.upstream_api_key else None
     client = HttpClient(config.upstream, config.upstream_timeout, connect_timeout=10.0, headers=headers)
-    metrics = Metrics(config.options.format)
+    metrics = Metrics(get_format(config.options.format).name)
     metrics.count_rejected_calls(logger)
 
     async def open_upstream(prepared: _Prepared, record: RequestRecord) -> HttpResponse:
