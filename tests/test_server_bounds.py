@@ -168,6 +168,29 @@ def test_a_deadline_raises_inside_its_block_or_not_at_all() -> None:
     assert sum(range(1000)) == 499500
 
 
+def test_a_deadline_holds_in_a_forked_worker_whose_parent_armed_one_first() -> None:
+    # serve --workers forks after loading: the watchdog thread of the parent is not in the child.
+    code = """
+import os, sys
+from streamparse.serve.deadline import DeadlineExceeded, within
+with within(30, "in the parent"):
+    pass
+pid = os.fork()
+if pid == 0:
+    try:
+        with within(0.2, "in the child"):
+            while True:
+                pass
+    except DeadlineExceeded:
+        os._exit(7)
+    os._exit(1)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.WEXITSTATUS(status))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 7
+
+
 def test_a_deadline_bounds_work_in_another_thread() -> None:
     caught: list[BaseException] = []
 

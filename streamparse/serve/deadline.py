@@ -2,21 +2,25 @@
 (a template is code, in practice from a downloaded model directory), marking a prompt, compiling tools,
 building a grammar.
 
-`within(seconds, step)` bounds the Python code run inside it, in whichever thread runs it: a timer
+`within(seconds, step)` bounds the Python code run inside it, in whichever thread runs it: the watchdog
 raises `DeadlineExceeded` in that thread (CPython's `PyThreadState_SetAsyncExc`) once the time is up,
 at the next bytecode. That stops a template's endless `{% for %}` where no hook of the sandbox runs;
 it cannot stop one long C call, which is why the sandbox also bounds sizes (`template._Sandbox`).
 Deadlines nest: an inner one never outlasts the one around it, and each `within` catches only its
 own expiry, so an outer deadline passing inside an inner block ends the outer block.
-Cost: one timer thread start per `within` (tens of microseconds), nothing per bytecode.
+Cost: a heap push per `within` (one watchdog thread per process waits for the soonest expiry), nothing
+per bytecode.
 """
 
 from __future__ import annotations
 
 import ctypes
+import heapq
+import itertools
+import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = ["DeadlineExceeded", "within"]
@@ -42,6 +46,53 @@ def _interrupt(thread: int, kind: type[BaseException] | None) -> None:
     _set_async_exc(thread, None if kind is None else id(kind))
 
 
+class _Watchdog:
+    """One thread per process that calls each armed `fire` at its expiry: arming is a heap push, not a
+    thread start (a `threading.Timer` per block cost ~190 µs, as much as a short render). A disarmed
+    entry stays in the heap until its time, and its `fire` then does nothing. Rebuilt in a forked child
+    (threads do not survive a fork: `serve --workers` forks after loading)."""
+
+    def __init__(self) -> None:
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._ready = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._count = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, expiry: float, fire: Callable[[], None]) -> None:
+        with self._ready:
+            heapq.heappush(self._heap, (expiry, next(self._count), fire))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="streamparse-deadlines", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is fire:  # sooner than what the thread waits for
+                self._ready.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._ready.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                fire = heapq.heappop(self._heap)[2]
+            fire()
+
+
+_WATCHDOG = _Watchdog()
+# One class per nesting depth: a block catches only its own depth's expiry, so an enclosing block's
+# passes through it (a thread's blocks at one depth never overlap in time).
+_EXPIRED_AT: list[type[_Expired]] = []
+
+
+def _expired_at(depth: int) -> type[_Expired]:
+    while len(_EXPIRED_AT) <= depth:
+        _EXPIRED_AT.append(type("DeadlineExceeded", (_Expired,), {}))
+    return _EXPIRED_AT[depth]
+
+
 @contextmanager
 def within(seconds: float | None, step: str) -> Iterator[None]:
     """Run the block with at most `seconds` (None: only the enclosing deadline, if any); past it,
@@ -52,8 +103,7 @@ def within(seconds: float | None, step: str) -> Iterator[None]:
     if seconds is None or expiry is None or (stack and stack[-1] <= expiry):  # the enclosing deadline stands
         yield
         return
-    # A class of its own: an enclosing block's expiry passes through this block's `except`.
-    expired: type[_Expired] = type("DeadlineExceeded", (_Expired,), {})
+    expired = _expired_at(len(stack))
     thread = threading.get_ident()
     lock = threading.Lock()
     state = {"armed": True, "fired": False}
@@ -64,16 +114,13 @@ def within(seconds: float | None, step: str) -> Iterator[None]:
                 state["fired"] = True
                 _interrupt(thread, expired)
 
-    timer = threading.Timer(max(0.0, expiry - time.monotonic()), fire)
-    timer.daemon = True
     stack.append(expiry)
     try:
         try:
-            timer.start()  # inside: a deadline short enough to pass while the timer starts is caught too
+            _WATCHDOG.arm(expiry, fire)  # inside: a deadline that passes as it is armed is caught too
             yield
         finally:
             stack.pop()
-            timer.cancel()
             with lock:
                 state["armed"] = False
                 if state["fired"]:
