@@ -59,6 +59,9 @@ def test_calls_inside_reasoning_stay_reasoning_unless_extracted(fmt: str) -> Non
     kept = streamparse.parse(text, fmt)
     assert kept.tool_calls == [] and call in kept.reasoning and kept.content == "Answer."
     extracted = streamparse.parse(text, fmt, tool_calls_in_reasoning="extract", id_factory=ids)
+    if spec.content_or_calls:  # (generic) a call is the whole output's envelope: inside reasoning, text only
+        assert extracted == kept
+        return
     assert [(c.name, c.arguments) for c in extracted.tool_calls] == [("lookup", {"q": "x"})]
     assert call not in extracted.reasoning and extracted.reasoning.startswith("plan")
     assert extracted.reasoning.endswith("end") and extracted.content == "Answer."
@@ -98,6 +101,14 @@ def test_rejected_calls_are_reported_or_put_back_into_content(fmt: str) -> None:
     call = wire(fmt, ("unknown_thing", {"q": "x"}))
     # A call recognised only where the output starts (Llama 3 JSON) follows prose after its marker.
     spec = get_format(fmt)
+    if spec.content_or_calls:  # (generic) the output is one envelope or content: nothing beside the call
+        reported = streamparse.parse(call, fmt, tools=TOOLS)
+        assert reported.content == "" and [r.status for r in reported.rejected] == ["unknown_tool"]
+        restored = streamparse.parse(call, fmt, tools=TOOLS, on_rejected="content")
+        assert restored.content == reported.rejected[0].raw.strip() == call.strip()
+        folded, streamed = run_stream(list(call), format=fmt, tools=TOOLS, on_rejected="content")
+        assert streamed == restored and folded.content == restored.content
+        return
     lead_in = "" if not spec.anchors or any(a.trigger for a in spec.anchors) else spec.anchors[0].after[0]
     text = "Before. " + lead_in + call
     if spec.messages is not None and spec.messages.opened_by_prompt:  # no text outside messages: a content message
@@ -116,6 +127,15 @@ def test_rejected_calls_are_reported_or_put_back_into_content(fmt: str) -> None:
 def test_a_call_longer_than_max_call_chars_is_rejected_and_the_stream_moves_on(fmt: str) -> None:
     big = wire(fmt, ("lookup", {"q": "x" * 5000}))
     small = wire(fmt, ("lookup", {"q": "y"}))
+    if get_format(fmt).content_or_calls:  # (generic) one envelope holds every call: it is the unit bounded
+        text = wire(fmt, ("lookup", {"q": "x" * 5000}), ("lookup", {"q": "y"}))
+        message = streamparse.parse(text, fmt, max_call_chars=1000, id_factory=ids)
+        assert [r.status for r in message.rejected] == ["too_long"] and message.tool_calls == []
+        assert len(message.rejected[0].raw) <= 1000 and message.content == ""
+        folded, streamed = run_stream([text[i:i + 7] for i in range(0, len(text), 7)], format=fmt,
+                                      max_call_chars=1000, id_factory=ids)
+        assert streamed == message
+        return
     messages = get_format(fmt).messages
     # Where the prompt opens the first message (Functionary v3.2), the next one starts with the opener; where
     # the last message has no terminator (the stop token, Muse Glimmer's), one ends it and the next is opened.
