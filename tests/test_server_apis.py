@@ -423,3 +423,46 @@ def test_ollamas_clients_can_start(servers: Any) -> None:
     assert [model.model for model in client.list().models] == ["hermes"]
     shown = client.show("hermes")
     assert "tools" in (shown.capabilities or []) and shown.template
+
+
+# --------------------------------------------------------------------------------------------
+# The writers: cheap paths equal to json.dumps, and no quadratic folding
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["plain", 'quote " and \\ backslash', "line\nbreak\ttab", "é ünïcode 雨 😀",
+                                  "\x00\x1f control", "\u2028 separators \u2029"])
+def test_a_responses_text_delta_is_the_bytes_json_dumps_writes(text: str) -> None:
+    from streamparse.serve.apis.answer import Part
+    from streamparse.serve.apis.responses import ResponseStream
+
+    fast, slow = ResponseStream("m", {}), ResponseStream("m", {})
+    for stream in (fast, slow):
+        stream.start()
+        stream.feed(Part("content", "a"))
+    slow.open_pieces.append(text)
+    expected = slow._event("response.output_text.delta", item_id=slow.open["id"], output_index=0, content_index=0,
+                           delta=text, logprobs=[])
+    fast.open["id"] = slow.open["id"]
+    fast.sequence = slow.sequence - 1
+    assert fast.feed(Part("content", text)) == expected
+
+
+def test_a_long_streamed_answer_is_folded_in_linear_time() -> None:
+    from streamparse.serve.apis.answer import Answer, Part
+    from streamparse.serve.apis.responses import ResponseStream
+
+    pieces = 200_000  # one character each: adding each to a string would copy ~20 GB in all
+    stream = ResponseStream("m", {})
+    stream.start()
+    for _ in range(pieces):
+        stream.feed(Part("content", "x"))
+    stream.feed(Part("call", index=0, id="call_0", name="f"))
+    for _ in range(pieces):
+        stream.feed(Part("arguments", "y", index=0))
+    end = stream.end()
+    assert b'"text": "' + b"x" * pieces + b'"' in end and stream.answer.content == "x" * pieces
+    assert stream.answer.calls[0].arguments == "y" * pieces
+    folded = Answer()
+    for _ in range(pieces):
+        folded.add(Part("reasoning", "z"))
+    assert folded.reasoning == "z" * pieces

@@ -59,32 +59,48 @@ def answer_parts(chunk: Mapping[str, Any]) -> Iterator[Part]:
 
 @dataclass
 class Call:
-    """A call as it has arrived so far."""
+    """A call as it has arrived so far (its arguments' pieces joined once, when read)."""
 
     id: str
     name: str
-    arguments: str = ""
+    pieces: list[str] = field(default_factory=list)
+
+    @property
+    def arguments(self) -> str:
+        if len(self.pieces) > 1:
+            self.pieces[:] = ["".join(self.pieces)]
+        return self.pieces[0] if self.pieces else ""
 
 
 @dataclass
 class Answer:
-    """The whole answer, folded from its parts (`add`); what an API's final event or body is made of."""
+    """The whole answer, folded from its parts (`add`); what an API's final event or body is made of.
+    Text arrives in many small pieces: they are kept as lists and joined once when read (adding each to
+    a string would copy all that came before, quadratic in the answer's length)."""
 
-    reasoning: str = ""
-    content: str = ""
+    reasoning_pieces: list[str] = field(default_factory=list)
+    content_pieces: list[str] = field(default_factory=list)
     calls: dict[int, Call] = field(default_factory=dict)
     finish_reason: str = "stop"
     usage: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def reasoning(self) -> str:
+        return _joined(self.reasoning_pieces)
+
+    @property
+    def content(self) -> str:
+        return _joined(self.content_pieces)
+
     def add(self, part: Part) -> None:
         if part.kind == "reasoning":
-            self.reasoning += part.text
+            self.reasoning_pieces.append(part.text)
         elif part.kind == "content":
-            self.content += part.text
+            self.content_pieces.append(part.text)
         elif part.kind == "call":
             self.calls[part.index] = Call(part.id, part.name)
         elif part.kind == "arguments":
-            self.calls[part.index].arguments += part.text
+            self.calls[part.index].pieces.append(part.text)
         elif part.kind == "finish":
             self.finish_reason = part.reason
         elif part.usage is not None:
@@ -96,12 +112,12 @@ class Answer:
         answer = cls()
         choice = (completion.get("choices") or [{}])[0]
         message = choice.get("message") or {}
-        answer.reasoning = message.get("reasoning_content") or ""
-        answer.content = message.get("content") or ""
+        answer.reasoning_pieces = [message.get("reasoning_content") or ""]
+        answer.content_pieces = [message.get("content") or ""]
         for index, call in enumerate(message.get("tool_calls") or ()):
             function = call.get("function") or {}
             answer.calls[index] = Call(call.get("id") or "", function.get("name") or "",
-                                       function.get("arguments") or "")
+                                       [function.get("arguments") or ""])
         answer.finish_reason = choice.get("finish_reason") or "stop"
         answer.usage = completion.get("usage") or {}
         return answer
@@ -113,3 +129,9 @@ class Answer:
     @property
     def completion_tokens(self) -> int:
         return int(self.usage.get("completion_tokens") or 0)
+
+
+def _joined(pieces: list[str]) -> str:
+    if len(pieces) > 1:
+        pieces[:] = ["".join(pieces)]
+    return pieces[0] if pieces else ""

@@ -23,6 +23,8 @@ from .answer import Answer, Part
 
 __all__ = ["ResponseStream", "error_body", "to_chat", "whole"]
 
+_escape = json.encoder.encode_basestring  # json.dumps(text, ensure_ascii=False)'s C escaper
+
 _STATEFUL = {"previous_response_id": "previous_response_id", "conversation": "conversation",
              "prompt": "a stored prompt (prompt)"}
 _SAMPLING = ("temperature", "top_p", "top_logprobs", "user", "seed", "stop", "top_k", "min_p",
@@ -315,12 +317,23 @@ class ResponseStream:
         self.items: list[dict[str, Any]] = []  # finished output items
         self.open: dict[str, Any] | None = None  # the item being written
         self.open_key: tuple[str, int] | None = None
+        self.open_pieces: list[str] = []  # the open item's text (or arguments) so far, joined when it closes
         self.item_ids = _ids("item")
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         payload = {"type": kind, "sequence_number": self.sequence, **fields}
         self.sequence += 1
         return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+    def _delta(self, kind: str, index: int, text: str, tail: str = "") -> bytes:
+        """A text delta event, the bytes `_event` writes, by escaping the one string in it (item ids are
+        hex; `tail` is constant JSON): the stream's most frequent event, written without a dict."""
+        assert self.open is not None
+        self.open_pieces.append(text)
+        number, self.sequence = self.sequence, self.sequence + 1
+        return (f'event: {kind}\ndata: {{"type": "{kind}", "sequence_number": {number}, "item_id": '
+                f'"{self.open["id"]}", "output_index": {index}, "content_index": 0, "delta": {_escape(text)}'
+                f'{tail}}}\n\n').encode()
 
     def _snapshot(self, status: str, usage: dict[str, Any] | None = None) -> dict[str, Any]:
         return _response(self.id, self.created, self.model, self.extra, status, list(self.items), usage)
@@ -333,6 +346,11 @@ class ResponseStream:
         item, self.open, self.open_key = self.open, None, None
         if item is None:
             return b""
+        text, self.open_pieces = "".join(self.open_pieces), []
+        if item["type"] == "function_call":
+            item["arguments"] = text
+        else:
+            item["content"][0]["text"] = text
         index = len(self.items)
         out = b""
         if item["type"] == "message":
@@ -375,10 +393,7 @@ class ResponseStream:
                 out = self._open(("reasoning", 0), {"type": "reasoning", "id": next(self.item_ids), "summary": [],
                                                     "content": [{"type": "reasoning_text", "text": ""}]})
                 index = len(self.items)
-            assert self.open is not None
-            self.open["content"][0]["text"] += part.text
-            return out + self._event("response.reasoning_text.delta", item_id=self.open["id"], output_index=index,
-                                     content_index=0, delta=part.text)
+            return out + self._delta("response.reasoning_text.delta", index, part.text)
         if part.kind == "content":
             out = b""
             if self.open_key != ("message", 0):
@@ -386,16 +401,13 @@ class ResponseStream:
                     "type": "message", "id": next(self.item_ids), "status": "in_progress", "role": "assistant",
                     "content": [{"type": "output_text", "text": "", "annotations": [], "logprobs": []}]})
                 index = len(self.items)
-            assert self.open is not None
-            self.open["content"][0]["text"] += part.text
-            return out + self._event("response.output_text.delta", item_id=self.open["id"], output_index=index,
-                                     content_index=0, delta=part.text, logprobs=[])
+            return out + self._delta("response.output_text.delta", index, part.text, ', "logprobs": []')
         if part.kind == "call":
             return self._open(("call", part.index), {"type": "function_call", "id": next(self.item_ids),
                                                      "call_id": part.id, "name": part.name, "arguments": "",
                                                      "status": "in_progress"})
         if part.kind == "arguments" and self.open_key == ("call", part.index) and self.open is not None:
-            self.open["arguments"] += part.text
+            self.open_pieces.append(part.text)
             return self._event("response.function_call_arguments.delta", item_id=self.open["id"], output_index=index,
                                delta=part.text)
         return b""
