@@ -39,14 +39,6 @@ def _anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "input_schema": t["function"].get("parameters", {"type": "object"})} for t in tools]
 
 
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    server.start()
-    yield server
-    server.stop()
-
-
 # A template that opens no reasoning and names no format: the format comes from --format, and whether
 # reasoning is open from --forced-open (the case's own prompt is not rendered here).
 PLAIN = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}<|assistant|>"

@@ -273,14 +273,6 @@ def test_serve_refuses_at_start_a_template_whose_probe_does_not_finish(tmp_path:
 # --------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def spinning(upstream: Upstream, tmp_path_factory: Any) -> Iterator[Server]:
     path = tmp_path_factory.mktemp("spinning") / "chat_template.jinja"
     path.write_text(SPINNING)
