@@ -15,7 +15,9 @@ The nodes are frozen dataclasses and mean the same thing in every syntax:
   `.`, groups `(...)` / `(?:...)`, `|`, and the quantifiers `*`, `+`, `?`, `{m}`, `{m,n}`;
 - `Seq(items)`: the items one after another; `Alt(options)`: exactly one of them;
 - `Repeat(item, min, max, separator)`: `item` `min` to `max` times (`max=None`: no bound), with
-  `separator` between two of them.
+  `separator` between two of them;
+- `Members(members, separator, at_least_one)`: a tool's arguments, each may be left out where not
+  required, in order, `separator` between two written ones (`ordered_members`).
 """
 
 from __future__ import annotations
@@ -92,7 +94,24 @@ class Repeat:
     separator: Node | None = None
 
 
-Node = Lit | Special | Json | Text | Regex | Seq | Alt | Repeat
+@dataclass(frozen=True)
+class Members:
+    """`members` (each `(node, required)`) in this order, an optional one left out or not, `separator`
+    between two written ones; `at_least_one`: not all left out. One node, linear in the members, for
+    every walk of the tree; each syntax writes it in its own way (`ordered_members` says how)."""
+
+    members: tuple[tuple[Node, bool], ...]
+    separator: Node
+    at_least_one: bool = False
+
+    def expanded(self) -> Node:
+        """The same language as sequences and alternatives only, for a syntax with no rule
+        references (a structural tag is a tree): O(n log n) nodes for n members, O(log n) deep."""
+        written = _written(list(self.members), self.separator)
+        return written if self.at_least_one or any(required for _, required in self.members) else optional(written)
+
+
+Node = Lit | Special | Json | Text | Regex | Seq | Alt | Repeat | Members
 EMPTY = Lit("")
 # JSON whitespace, and the whitespace templates write around and between calls, bounded so that a
 # constrained model cannot loop on newlines.
@@ -274,16 +293,22 @@ def ordered_members(members: Sequence[tuple[Node, bool]], separator: Node | None
     (None: nothing) stands between two that are written; `at_least_one`: not all may be left out
     (`members` must not be empty then).
 
-    Size: O(n log n) nodes for n members, built O(log n) deep. Which member is written first decides
-    whether a separator goes before each later one, so "the members from i on, the first written
-    with no separator" differs for every i, and writing each of them out is O(n²) (500 optional
-    properties: 0.4 s to build, 1,000: past Python's stack). Halving instead: a nonempty run of the
-    members is a nonempty run of the first half then the second half each after a separator, or
-    (when the first half may be left out whole) a nonempty run of the second half."""
+    Which member is written first decides whether a separator goes before each later one, so "the
+    members from i on, the first written with no separator" differs for every i: written out as a
+    tree, once per i, that is O(n²) (500 optional properties took 0.4 s to build, 1,000 went past
+    Python's stack; issue 39). So the members stay one `Members` node, O(n), and a syntax with rule
+    references (GBNF, Lark) writes one rule per suffix, "the members from i on, each after a
+    separator", which the rule for "the first written is i" and the one for i - 1 both refer to:
+    O(n) rules of O(1) size each. A structural tag has no references (it is a JSON tree): it writes
+    `Members.expanded()`, O(n log n)."""
     if not members:
         return EMPTY
-    written = _written(list(members), separator if separator is not None else EMPTY)
-    return written if at_least_one or any(required for _, required in members) else optional(written)
+    members = tuple(members)
+    separator = separator if separator is not None else EMPTY
+    if len(members) == 1:
+        member, required = members[0]
+        return member if required or at_least_one else optional(member)
+    return Members(members, separator, at_least_one)
 
 
 def _written(members: list[tuple[Node, bool]], separator: Node) -> Node:

@@ -36,6 +36,7 @@ from streamparse.grammar_ir import (
     GrammarUnsupported,
     Json,
     Lit,
+    Members,
     Node,
     Regex,
     Repeat,
@@ -284,6 +285,8 @@ def sample(node: Node, rng: random.Random, special: tuple[str, ...] = ()) -> str
         return "".join(sample(item, rng, special) for item in node.items)
     if isinstance(node, Alt):
         return sample(rng.choice(node.options), rng, special)
+    if isinstance(node, Members):
+        return sample(node.expanded(), rng, special)
     assert isinstance(node, Repeat)
     count = rng.randint(node.min, node.max if node.max is not None else node.min + 2)
     separator = "" if node.separator is None else sample(node.separator, rng, special)

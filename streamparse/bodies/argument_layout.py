@@ -44,8 +44,8 @@ def with_definitions(schema: Any, root: Mapping[str, Any]) -> Any:
 
 def in_order(parts: Sequence[tuple[Node, bool]], separator: Node | None = None, *, at_least_one: bool = False) -> Node:
     """The parts one after another, each (node, required); an optional part may be left out, with
-    `separator` between two written parts. `at_least_one`: not all may be left out. Size: O(n log n)
-    nodes for n parts (`grammar_ir.ordered_members`), linear without a separator."""
+    `separator` between two written parts. `at_least_one`: not all may be left out. Size: one node of
+    n parts (`grammar_ir.ordered_members`, written in linear size), a sequence without a separator."""
     if not parts and at_least_one:
         raise GrammarUnsupported("an object with no property cannot be written here")
     if separator is None and not at_least_one:

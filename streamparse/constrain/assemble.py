@@ -26,6 +26,7 @@ from ..grammar_ir import (
     CallLayout,
     GrammarUnsupported,
     Lit,
+    Members,
     Node,
     Regex,
     Repeat,
@@ -358,6 +359,9 @@ def _marked(node: Node, special: list[str]) -> Node:
     if isinstance(node, Repeat):
         separator = None if node.separator is None else _marked(node.separator, special)
         return Repeat(_marked(node.item, special), node.min, node.max, separator)
+    if isinstance(node, Members):
+        return Members(tuple((_marked(member, special), required) for member, required in node.members),
+                       _marked(node.separator, special), node.at_least_one)
     return node
 
 

@@ -27,7 +27,21 @@ import json
 import re
 from collections.abc import Mapping
 
-from ..grammar_ir import EMPTY, Alt, GrammarUnsupported, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, seq
+from ..grammar_ir import (
+    EMPTY,
+    Alt,
+    GrammarUnsupported,
+    Json,
+    Lit,
+    Members,
+    Node,
+    Regex,
+    Repeat,
+    Seq,
+    Special,
+    Text,
+    seq,
+)
 from ..grammar_ir import check_json_depth as _check_json_depth
 from .terms import ExpressionWriter, too_deep
 
@@ -158,6 +172,8 @@ def leading(node: Node) -> list[tuple[str | None, Node]]:
         return ways
     if isinstance(node, Alt):
         return [way for option in node.options for way in leading(option)]
+    if isinstance(node, Members):  # (a text followed by a tool's arguments: not written by any layout today)
+        return leading(node.expanded())
     if isinstance(node, Repeat) and node.max != 0:
         again = node.item if node.separator is None or node.max == 1 else seq(node.separator, node.item)
         more = Repeat(again, max(node.min - 1, 0), None if node.max is None else node.max - 1)

@@ -4,14 +4,35 @@ and SGLang take as a structured-output constraint and `xgrammar.Grammar.from_str
 Each node has a direct counterpart: `Lit` and `Special` a `const_string` (xgrammar matches a special
 token by its text), `Json` a `json_schema`, `Text` an `any_text` with `excludes`, `Regex` a `regex`,
 `Seq` a `sequence`, `Alt` an `or`, and `Repeat` a `repeat` (a separator becomes `item (sep item)*`).
+A structural tag is a tree, with no way to refer to a part written once, so `Members` is written
+as its `expanded()` form, O(n log n) in the members, while they are few (`EXPANDED_MEMBERS`); past
+that, as a `grammar` format holding the members' GBNF (xgrammar reads GBNF as its EBNF), O(n) where
+1,000 optional arguments expanded are 9 MB of JSON; or expanded after all where a member's schema is
+outside what GBNF writes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..grammar_ir import Alt, Json, Lit, Node, Regex, Repeat, Seq, Special, Text, check_json_depth
+from ..grammar_ir import (
+    Alt,
+    GrammarUnsupported,
+    Json,
+    Lit,
+    Members,
+    Node,
+    Regex,
+    Repeat,
+    Seq,
+    Special,
+    Text,
+    check_json_depth,
+)
+from .gbnf import gbnf
 from .terms import too_deep
+
+EXPANDED_MEMBERS = 32
 
 
 def structural_tag(node: Node) -> dict[str, Any]:
@@ -37,6 +58,13 @@ def format_of(node: Node) -> dict[str, Any]:
         return {"type": "sequence", "elements": [format_of(item) for item in node.items]}
     if isinstance(node, Alt):
         return {"type": "or", "elements": [format_of(option) for option in node.options]}
+    if isinstance(node, Members):
+        if len(node.members) > EXPANDED_MEMBERS:
+            try:
+                return {"type": "grammar", "grammar": gbnf(node)}
+            except GrammarUnsupported:
+                pass
+        return format_of(node.expanded())
     return _repeat(node)
 
 

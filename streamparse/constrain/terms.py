@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from ..grammar_ir import Alt, GrammarUnsupported, Node, Repeat, Seq
+from ..grammar_ir import Alt, GrammarUnsupported, Members, Node, Repeat, Seq
 
 # Python's own regex parser: `re._parser` from 3.11, `sre_parse` (deprecated there) before.
 _sre: Any = importlib.import_module("re._constants" if sys.version_info >= (3, 11) else "sre_constants")
@@ -70,6 +70,8 @@ class ExpressionWriter:
             return self.choice(" | ".join(self.expression(option) for option in node.options))
         if isinstance(node, Repeat):
             return self._repeat(node)
+        if isinstance(node, Members):
+            return self._members(node)
         return self.leaf(node)
 
     def leaf(self, node: Node) -> str:
@@ -82,6 +84,27 @@ class ExpressionWriter:
     def separated(self, separator: Node, item: Node, written: str) -> str:
         """The separator then the item (already written as `written`), as one expression."""
         return f"{self.expression(separator)} {written}"
+
+    def _members(self, node: Members) -> str:
+        """One rule per suffix (`grammar_ir.ordered_members`): `after[i]`, the members from i on each
+        after a separator; `first[i]`, at least one of them with the first written unseparated (i, or
+        when i may be left out, one from i + 1 on). Built from the end, in a loop: O(n) rules of O(1)
+        size, and no recursion deeper than one member."""
+        members = node.members
+        written = [self.expression(member) for member, _ in members]
+        after = [""] * (len(members) + 1)
+        for i in reversed(range(len(members))):
+            member, required = members[i]
+            separated = self.separated(node.separator, member, written[i])
+            step = separated if required else f"({separated})?"
+            after[i] = self.choice(f"{step} {after[i + 1]}".rstrip())
+        first = ""
+        for i in reversed(range(len(members))):
+            head = f"{written[i]} {after[i + 1]}".rstrip()
+            first = self.choice(head if members[i][1] or not first else f"{head} | {first}")
+        if node.at_least_one or any(required for _, required in members):
+            return first
+        return f"({first})?"
 
     def _repeat(self, node: Repeat) -> str:
         item = self.expression(node.item)
