@@ -266,3 +266,18 @@ def test_the_scanner_ends_the_body_where_a_character_walk_does_whatever_the_chun
         assert _scanned_end(body.scanner(), text, cuts) == _reference_end(text, body.quote, body.closer, body.stops)
 
     check()
+
+
+def test_a_literal_as_the_template_writes_it_is_read_at_c_speed_with_its_json_text() -> None:
+    """The template's spelling (no whitespace, keys bare, numbers as Python writes them) is read by the
+    JSON respelling, whose text is handed over as the arguments' `json_text` (not written again)."""
+    from streamparse.bodies.object_literal import _as_json
+    from streamparse.families.gemma4 import BODY
+    from streamparse.strict_json import json_text
+
+    arguments = {"query": {"filters": [{"field": f"f{i}", "op": 'a "b", c: d', "value": [i, None, {"max": i * 2.5}]}
+                                       for i in range(20)]},
+                 "page": {"cursor": None, "size": 50}, "flags": [True, False, -0.5, 1e-3], "empty": {}, "none": []}
+    body = BODY.write_call("search", arguments)
+    found = _as_json(body, len("call:search"), BODY.quote)
+    assert found is not None and found[0] == arguments and found[1] == json_text(found[0])  # (keys sorted)

@@ -10,9 +10,10 @@ the schema. In progressive mode a call starts (id and name) when its header is r
 are sent whole when it closes: a repeated key keeps its last value (Decision 3), so a later member
 may change any text already sent (as for glm45's `repeated_key_last_wins`).
 
-Cost: the scanner skips strings and the text between them in one match per chunk (C speed). A body
-is read by `_Reader`: respelled as JSON and read by jiter or Python's decoder where that reads it as
-the grammar does (`_as_json`: as the templates write it, its JSON text is then the arguments'
+Cost: the scanner finds the closer with `str.find` and tells whether it is inside a string by
+counting the quotes before it (C speed, however many strings the body holds). A body is read by
+`_Reader`: respelled as JSON and read by jiter or Python's decoder where that reads it as the
+grammar does (`_as_json`: as the templates write it, its JSON text is then the arguments'
 `json_text`), else walked with the grammar's terminals; the grammar's tree is built only to say
 where a body that is not a call goes wrong.
 """
@@ -316,7 +317,7 @@ def _ends_of(quote: str, delimiters: tuple[str, ...]) -> tuple[str, ...]:
     """The delimiters but the quote (longest first), where `QuoteAwareScanner` may tell strings by
     counting quotes: no quote token overlaps another, and no delimiter lies inside one or starts
     with its end (held back after a string, it would be read again as outside it)."""
-    if any(d != quote and d in quote or any(d.startswith(quote[i:]) for i in range(1, len(quote)))
+    if any((d != quote and d in quote) or any(d.startswith(quote[i:]) for i in range(1, len(quote)))
            for d in delimiters):
         raise ValueError(f"a delimiter overlaps the quote token {quote!r}: strings cannot be told by counting quotes")
     return tuple(d for d in delimiters if d != quote)
