@@ -6,6 +6,7 @@ and 5 characters at a time (chunk splits inside every `<|…|>` marker and insid
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -206,3 +207,77 @@ def test_the_fast_reader_reads_well_formed_literals_as_the_grammar_does() -> Non
             assert read[2] == json_text(read[1])
 
     check()
+
+
+def _reference_end(text: str, quote: str, closer: str, stops: tuple[str, ...]) -> tuple[int, int] | None:
+    """Where a body ends, from a plain character walk: at the first closer or stop outside strings
+    (the longest token where several start at one place), a string running from a quote to the next."""
+    tokens = sorted({quote, closer, *stops}, key=len, reverse=True)
+    at, in_string = 0, False
+    while at < len(text):
+        if in_string:
+            close = text.find(quote, at)
+            if close < 0:
+                return None
+            at, in_string = close + len(quote), False
+            continue
+        token = next((t for t in tokens if text.startswith(t, at)), None)
+        if token == quote:
+            at, in_string = at + len(quote), True
+        elif token is not None:
+            return at, at + len(token) if token == closer else at
+        else:
+            at += 1
+    return None
+
+
+def _scanned_end(scanner: object, text: str, cuts: list[int]) -> tuple[int, int] | None:
+    """`text` given to `scanner` in pieces as the engine gives it (the held-back text again, with the
+    next piece): where the body ends, as positions in `text`."""
+    given, carry = 0, ""  # where the text the scanner is given starts
+    for start, end in itertools.pairwise([0, *sorted(set(cuts)), len(text)]):
+        view = carry + text[start:end]
+        result = scanner.scan(view, 0)  # type: ignore[attr-defined]
+        if result.end is not None:
+            return given + result.safe, given + result.end
+        given, carry = given + result.safe, view[result.safe:]
+    return None
+
+
+@pytest.mark.parametrize("fmt", ["gemma4", "function_gemma"])
+def test_the_scanner_ends_the_body_where_a_character_walk_does_whatever_the_chunking(fmt: str) -> None:
+    """Closers, stops and pieces of them inside and outside strings, cut anywhere: the scanner (which
+    tells strings by counting quotes) ends where the walk does."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from streamparse.registry import get_format
+
+    body = get_format(fmt).envelopes[0].body
+    tokens = [body.quote, body.closer, *body.stops]
+    pieces = st.sampled_from([*tokens, *(t[:len(t) // 2] for t in tokens), *(t[len(t) // 2:] for t in tokens),
+                              "<", "|", "x", "{a:", "}", "\n"])
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(pieces, max_size=14), st.data())
+    def check(parts: list[str], data: st.DataObject) -> None:
+        text = "".join(parts)
+        cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=6))
+        assert _scanned_end(body.scanner(), text, cuts) == _reference_end(text, body.quote, body.closer, body.stops)
+
+    check()
+
+
+def test_a_literal_as_the_template_writes_it_is_read_at_c_speed_with_its_json_text() -> None:
+    """The template's spelling (no whitespace, keys bare, numbers as Python writes them) is read by the
+    JSON respelling, whose text is handed over as the arguments' `json_text` (not written again)."""
+    from streamparse.bodies.object_literal import _as_json
+    from streamparse.families.gemma4 import BODY
+    from streamparse.strict_json import json_text
+
+    arguments = {"query": {"filters": [{"field": f"f{i}", "op": 'a "b", c: d', "value": [i, None, {"max": i * 2.5}]}
+                                       for i in range(20)]},
+                 "page": {"cursor": None, "size": 50}, "flags": [True, False, -0.5, 1e-3], "empty": {}, "none": []}
+    body = BODY.write_call("search", arguments)
+    found = _as_json(body, len("call:search"), BODY.quote)
+    assert found is not None and found[0] == arguments and found[1] == json_text(found[0])  # (keys sorted)

@@ -10,9 +10,10 @@ the schema. In progressive mode a call starts (id and name) when its header is r
 are sent whole when it closes: a repeated key keeps its last value (Decision 3), so a later member
 may change any text already sent (as for glm45's `repeated_key_last_wins`).
 
-Cost: the scanner skips strings and the text between them in one match per chunk (C speed). A body
-is read by `_Reader`: respelled as JSON and read by jiter or Python's decoder where that reads it as
-the grammar does (`_as_json`: as the templates write it, its JSON text is then the arguments'
+Cost: the scanner finds the closer with `str.find` and tells whether it is inside a string by
+counting the quotes before it (C speed, however many strings the body holds). A body is read by
+`_Reader`: respelled as JSON and read by jiter or Python's decoder where that reads it as the
+grammar does (`_as_json`: as the templates write it, its JSON text is then the arguments'
 `json_text`), else walked with the grammar's terminals; the grammar's tree is built only to say
 where a body that is not a call goes wrong.
 """
@@ -264,50 +265,62 @@ class QuoteAwareScanner:
     """Ends a body at its closer outside a string, or before a stop outside a string; a string runs
     from one quote token to the next.
 
-    Cost: text outside strings and every string closed within the chunk are skipped by one match of
-    `_run` (C speed, whatever the number of strings); the loop turns only at a delimiter, at a string
-    the chunk leaves open, and once per chunk that ends inside a string (`str.find` of the quote)."""
+    Cost: whether the first closer or stop is outside strings is told by the parity of the quotes
+    before it (`str.count`), so the text is looked at by `str.find` and `str.count` alone (C speed,
+    however many strings it holds); the loop turns once per delimiter found inside a string and
+    once per chunk that ends inside one. The delimiters are looked for in windows that grow
+    fourfold (`_WINDOW` first): each turn reads about twice the text up to what it finds."""
 
     def __init__(self, closer: str, stops: tuple[str, ...], quote: str) -> None:
         self._closer, self._quote = closer, quote
         self._delimiters = delimiters_of((closer, *stops, quote))
-        self._run = _outside_strings(quote, self._delimiters.strings)
+        self._ends = _ends_of(quote, self._delimiters.strings)
+        firsts = {d[0] for d in self._delimiters.strings}
+        self._first = firsts.pop() if len(firsts) == 1 else None  # the delimiters' one first character
         self._in_string = False
 
     def scan(self, text: str, pos: int) -> ScanResult:
-        start = pos
+        start, quote, size = pos, self._quote, len(text)
         while True:
             if self._in_string:
-                end = text.find(self._quote, pos)
-                if end < 0:
+                close = text.find(quote, pos)
+                if close < 0:
                     return ScanResult(max(self._delimiters.held_from(text), start))
                 self._in_string = False
-                pos = end + len(self._quote)
-            pos = self._run.match(text, pos).end()  # type: ignore[union-attr]
-            found = self._delimiters.starting(text, pos)
-            if found is None:  # the end of the text, where a delimiter may be starting: held back (outside
-                # any string: `_outside_strings` checks that no quote's tail starts a delimiter)
+                pos = close + len(quote)
+            if self._first is not None and text.find(self._first, pos) < 0:  # (most chunks of a stream)
                 return ScanResult(max(self._delimiters.held_from(text), start))
-            if found == self._quote:  # a string this text does not close
+            limit, found, low, window = size, None, pos, _WINDOW  # the first closer or stop: `found` at `limit`
+            while True:
+                high = min(size, low + window)  # delimiters starting in text[low:high], before `limit`
+                for end in self._ends:  # (longest first: of two starting at one place, the longer is kept)
+                    at = text.find(end, low, min(high, limit) + len(end) - 1)
+                    if at >= 0:
+                        limit, found = at, end
+                if found is not None or high == size:
+                    break
+                low, window = high, window * 4
+            if text.count(quote, pos, limit) % 2:  # the last quote before `limit` opens a string it is in
                 self._in_string = True
-                pos += len(found)
+                pos = text.rfind(quote, pos, limit) + len(quote)
+            elif found is None:  # the end of the text, where a delimiter may be starting: held back
+                return ScanResult(max(self._delimiters.held_from(text), start))
             else:
-                return ScanResult(pos, pos + len(found) if found == self._closer else pos)
+                return ScanResult(limit, limit + len(found) if found == self._closer else limit)
+
+
+_WINDOW = 512  # text past which `QuoteAwareScanner` looks for the delimiters in growing windows
 
 
 @cache
-def _outside_strings(quote: str, delimiters: tuple[str, ...]) -> re.Pattern[str]:
-    """Text that holds no delimiter outside strings, with the strings in it that close: what
-    `QuoteAwareScanner` skips. It stops at a delimiter, at a quote whose string does not close, or
-    at the end. (Possessive: each text matches one way, and no backtracking state is kept.)"""
-    if any(d.startswith(quote[i:]) for d in delimiters for i in range(1, len(quote))):
-        raise ValueError(f"a delimiter starts with the end of the quote token {quote!r}: held back after a "
-                         "string, it would be read again as outside it")
-    firsts = "".join(sorted({re.escape(d[0]) for d in delimiters}))
-    q, q0 = re.escape(quote), re.escape(quote[0])
-    any_delimiter = "|".join(map(re.escape, delimiters))
-    string = rf"{q}(?:[^{q0}]++|(?!{q}){q0})*+{q}"
-    return re.compile(rf"(?:[^{firsts}]++|{string}|(?!{any_delimiter})[{firsts}])*+")
+def _ends_of(quote: str, delimiters: tuple[str, ...]) -> tuple[str, ...]:
+    """The delimiters but the quote (longest first), where `QuoteAwareScanner` may tell strings by
+    counting quotes: no quote token overlaps another, and no delimiter lies inside one or starts
+    with its end (held back after a string, it would be read again as outside it)."""
+    if any((d != quote and d in quote) or any(d.startswith(quote[i:]) for i in range(1, len(quote)))
+           for d in delimiters):
+        raise ValueError(f"a delimiter overlaps the quote token {quote!r}: strings cannot be told by counting quotes")
+    return tuple(d for d in delimiters if d != quote)
 
 
 class HeaderStreamer:
@@ -425,15 +438,17 @@ class _Reader:
         return _WORDS[word.group()], word.end()
 
 
-# `_as_json`: structure JSON reads differently from the grammar (a trailing `,`, a number ending in
-# `.`), and the place holder of the strings.
-_TRAILING_SEPARATOR = re.compile(r",[ \t\r\n]*[}\]]")
-_BARE_DOT = re.compile(r"\.(?![0-9])")
+# `_as_json`: the place holder of the strings in the structure.
 _STRING = "\x00"
 _KEY_CHARACTERS = r'[^:{}\[\],<\x00"]++'  # (possessive: the class holds neither `"` nor `:`)
-# Compact structure (`_compact`): where a bare key opens (its closing `"` is already before its `:`).
-_KEY_AFTER_BRACE = re.compile(r"\{(?=" + _KEY_CHARACTERS + '":)')
-_KEY_AFTER_COMMA = re.compile(r",(?=" + _KEY_CHARACTERS + '":)')
+# Compact structure (`_compact`), spaced as JSON: where a bare key opens (its closing `"` is already
+# before its `: `), where a string key ends, `None` as a value (before `,`, `}` or `]`; a key's is
+# followed by its quote).
+_KEY_AFTER_BRACE = re.compile(r"\{(?=" + _KEY_CHARACTERS + '": )')
+_KEY_AFTER_COMMA = re.compile(r", (?=" + _KEY_CHARACTERS + '": )')
+_STRING_KEY = re.compile(_STRING + ":")
+_NONE = re.compile(r"None(?=[,}\]])")
+_EMPTY_ARRAY = re.compile(r"\[\]")  # (a regex finds two characters faster than `str.count`)
 # Spaced structure (`_spaced`): a bare key (after `{` or `,` and whitespace, before `:`, trimmed as
 # the grammar's `bare_key` is), split off with what leads to it.
 _BARE_KEY = re.compile(r"([{,][ \t\r\n]*+)([^:{}\[\],<\s\x00](?:[^:{}\[\],<\x00]*[^:{}\[\],<\s\x00])?)(?=[ \t\r\n]*:)")
@@ -444,8 +459,8 @@ def _as_json(body: str, pos: int, quote: str) -> tuple[dict[str, Any], str | Non
     at C speed, where that reads it as the grammar does, with the value's `json_text` where that is
     the text read; None where it may not (the walk reads it then). Strings (raw text between quote
     tokens) and bare keys become JSON strings, `None` `null`; structure JSON would read otherwise
-    (`"`, `\\`, NaN, Infinity, a trailing `,`, `2.`) is left to the walk, and so is anything JSON
-    refuses.
+    (`"` and `\\` in it) is left to the walk, and so is anything JSON refuses (NaN, Infinity, a
+    trailing `,`, `2.`, which the grammar reads).
 
     Cost: a few passes at C speed over the text and one C call per string to encode it, where the
     walk costs several Python calls per value; written as the templates write it (no whitespace
@@ -454,8 +469,7 @@ def _as_json(body: str, pos: int, quote: str) -> tuple[dict[str, Any], str | Non
     if len(parts) % 2 == 0 or _STRING in body:  # a string that does not close, or the place holder in the text
         return None
     structure = _STRING.join(parts[0::2]).rstrip(" \t\r\n")
-    if '"' in structure or "\\" in structure or "NaN" in structure or "Infinity" in structure \
-            or _TRAILING_SEPARATOR.search(structure) is not None or _BARE_DOT.search(structure) is not None:
+    if '"' in structure or "\\" in structure:
         return None
     strings = list(map(_encode_string, parts[1::2]))
     if len(structure.split(None, 1)) == 1:  # no whitespace
@@ -467,28 +481,34 @@ def _as_json(body: str, pos: int, quote: str) -> tuple[dict[str, Any], str | Non
 
 
 def _compact(structure: str, strings: list[str]) -> tuple[dict[str, Any], str | None] | None:
-    """`_as_json` of structure without whitespace (strings as `_STRING`): each bare key's quotes put in
-    by replacements at C speed. Every opening quote put in is followed by key characters and the
-    closing `":` of its own key, so as many of each means every `:` follows a quoted key. With `, `
-    and `: ` between members, no key written twice (the value's entries, `strict_json.entries`, are
-    as many as the text's commas and non-empty containers) and every number spelled as `json.dumps`
-    spells it (`_numbers_written`), the text read is the value's `json_text`."""
-    closed = structure.replace(":", '":').replace(_STRING + '":', _STRING + ":")
-    keyed = _KEY_AFTER_COMMA.sub(',"', _KEY_AFTER_BRACE.sub('{"', closed))
-    if keyed.count('"') != 2 * closed.count('":'):
+    """`_as_json` of structure without whitespace (strings as `_STRING`), spaced as `json.dumps`
+    spaces it: each bare key's quotes put in by replacements at C speed. Every opening quote put in
+    is followed by key characters and the closing `": ` of its own key, so one per `:` that follows
+    no string means every `:` follows a quoted key. No key written twice (the value's entries,
+    `strict_json.entries`, are as many as the text's commas and non-empty containers) and every
+    number spelled as `json.dumps` spells it (`_numbers_written`): the text read is the value's
+    `json_text`."""
+    string_keys = len(_STRING_KEY.findall(structure))
+    spaced = structure.replace(",", ", ").replace(":", '": ')
+    if string_keys:
+        spaced = spaced.replace(_STRING + '": ', _STRING + ": ")
+    keyed, opened = _KEY_AFTER_BRACE.subn('{"', spaced)
+    keyed, more = _KEY_AFTER_COMMA.subn(', "', keyed)
+    if opened + more != structure.count(":") - string_keys:
         return None
-    if "None" in keyed:  # values only: a key's `None` follows its quote
-        keyed = keyed.replace(":None", ":null").replace(",None", ",null").replace("[None", "[null")
-    text = _interleaved(keyed.replace(",", ", ").replace(":", ": ").split(_STRING), strings)
+    text = _interleaved(_NONE.sub("null", keyed).split(_STRING), strings)
     try:
         value = jiter.from_json(text.encode(), allow_inf_nan=False)
     except (ValueError, UnicodeEncodeError):  # not JSON, a lone surrogate
         return None
     if not isinstance(value, dict):
         return None
-    written = keyed.count(",") + keyed.count("{") + keyed.count("[") - keyed.count("{}") - keyed.count("[]")
+    # The entries written: a comma between two, one more in each container not empty (an object's
+    # first key opened by `{`, bare or a string).
+    first_keys = opened + (structure.count("{" + _STRING) if string_keys else 0)
+    written = structure.count(",") + first_keys + structure.count("[") - len(_EMPTY_ARRAY.findall(structure))
     once = ENTRIES_COUNTED and entries(value) == written  # else a key was written twice (its last value kept)
-    return value, text if once and _numbers_written(keyed) else None
+    return value, text if once and _numbers_written(structure) else None
 
 
 # `_numbers_written`: a number's shape, its digits told apart only as zero or not.
