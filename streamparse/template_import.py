@@ -329,7 +329,7 @@ def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
         if not found or "" in openers:
             raise ValueError(f"{scope}: open_pattern {open_pattern!r} does not start with literal text (after optional "
                              "whitespace); streamparse finds a call's opener as a literal")
-    closers, stops, tail = _closing(scope, field)
+    closers, stops, keeps, tail = _closing(scope, field)
     content = field.get("content", "text")
     transform = field.get("transform")
     plain = isinstance(field.get("open"), (str, list)) or (open_pattern is not None and _is_literal(open_pattern))
@@ -338,10 +338,39 @@ def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
         body: Any = JsonCall("hermes", closers=tuple(closers), tag=openers[0])
     else:
         body = TemplateCalls(field=scope, head=head, tail=tail, closers=tuple(closers), stops=tuple(stops),
+                             stop_keeps=keeps,
                              content=content, content_args=json.dumps(field.get("content_args", {}), sort_keys=True),
                              transform=json.dumps(transform, sort_keys=True) if transform is not None else "",
                              transform_each=bool(field.get("transform_each")))
-    return EnvelopeSpec(openers=tuple(openers), body=body)
+    # An opener the open pattern does not match where it stands opened no field: its text is content.
+    return EnvelopeSpec(openers=tuple(openers), body=body, no_call_is_content=isinstance(body, TemplateCalls))
+
+
+def _trailing_lookahead(pattern: str, branches: list[list[Any]]) -> tuple[str, list[str], int] | None:
+    """`P(?=L1|L2|\\s*$)`, a close that ends where one of the literals (or the end) follows: the pattern
+    before the lookahead (the text the close consumes), the stops (its last literal and each literal: the
+    envelope ends after that literal where one follows it) and how much of each stop is the body's."""
+    at = pattern.rfind("(?=")
+    if len(branches) != 1 or at <= 0 or len(branches[0]) < 2 or branches[0][-1][0] != _sre.ASSERT:
+        return None
+    looked = _branches(pattern[at + 3:-1]) if pattern.endswith(")") else []
+    if not looked or len(_branches(pattern[:at])) != 1:
+        return None
+    consumed = _suffix(list(branches[0][:-1]))
+    if consumed is None:
+        return None
+    stops = []
+    for alternative in looked:
+        items = alternative
+        while items and _is_space_repeat(*items[0]):
+            items = items[1:]
+        if _is_end(items):
+            continue
+        found = _prefixes(items)
+        if not found or any(not whole or not literal for literal, whole in found):
+            return None
+        stops += [consumed + literal for literal, _ in found]
+    return (pattern[:at], stops, len(consumed)) if stops else None
 
 
 def _is_literal(pattern: str) -> bool:
@@ -353,25 +382,30 @@ def _captures(pattern: str | None) -> bool:
     return bool(pattern) and bool(compiled_groups(pattern or ""))
 
 
-def _closing(scope: str, field: Mapping[str, Any]) -> tuple[list[str], list[str], str]:
-    """The call field's closers (consumed), stops (a lookahead: left for what follows) and the close
-    pattern the body is matched against at its end ('' where the closers say it all)."""
+def _closing(scope: str, field: Mapping[str, Any]) -> tuple[list[str], list[str], tuple[int, ...], str]:
+    """The call field's closers (consumed), stops (a lookahead: left for what follows, but for as many of
+    their characters as the body keeps) and the close pattern the body is matched against at its end
+    ('' where the closers say it all)."""
     if "close" in field:
-        return _literal_delimiters(scope, field, "close"), [], ""
+        return _literal_delimiters(scope, field, "close"), [], (), ""
     pattern = field.get("close_pattern")
     if pattern is None:
-        return [], [], ""  # the field runs to the end of the output, as transformers reads it
+        return [], [], (), ""  # the field runs to the end of the output, as transformers reads it
     branches = _branches(pattern)
     if not branches:
         raise ValueError(f"{scope}: close_pattern {pattern!r} uses syntax streamparse cannot take apart")
+    ahead = _trailing_lookahead(pattern, branches)
+    if ahead is not None:  # `P(?=A|…)`: the envelope ends after P where A follows it, or at the end
+        tail, stops, keep = ahead
+        return [], stops, (keep,) * len(stops), f"(?:{tail})\\s*"
     closers, stops = [], []
     for items in branches:
         if _is_end(items):
             continue  # `|\Z`: the end of the output ends the envelope anyway
         if len(items) == 1 and items[0][0] == _sre.ASSERT and items[0][1][0] == 1:
-            ahead = _prefixes(items[0][1][1])
-            if ahead and all(whole and literal for literal, whole in ahead):
-                stops += [literal for literal, _ in ahead]
+            looked = _prefixes(items[0][1][1])
+            if looked and all(whole and literal for literal, whole in looked):
+                stops += [literal for literal, _ in looked]
                 continue
         literal = _suffix(items)
         if literal is None:
@@ -379,7 +413,8 @@ def _closing(scope: str, field: Mapping[str, Any]) -> tuple[list[str], list[str]
                              "class after it); streamparse ends a call at a literal closer or a lookahead of literals")
         closers.append(literal)
     tail = pattern if closers and not _is_literal(pattern) else ""
-    return sorted(set(closers)), sorted(set(stops)), tail
+    stops = sorted(set(stops))
+    return sorted(set(closers)), stops, (0,) * len(stops), tail
 
 
 # ----------------------------------------------------------------- writing a message back

@@ -13,10 +13,12 @@ matched where the body ends (its captures win), the text between through the fie
 element with `transform_each`). Each resulting `{"function": {"name", "arguments"}, "id"?}` is a call;
 string arguments are typed by the tool's schema as transformers does when tools are given.
 
-Where transformers raises (a body that is not JSON, a transform naming a missing key), the call is
-rejected saying why; nothing raises. The template's regular expressions are untrusted (a model
-directory's): `format_from_response_template` refuses nested repetition, and every match here runs
-under `PATTERN_SECONDS` of the `regex` module's timeout (a pattern that runs out rejects the call).
+An envelope whose opener the open pattern does not match there holds no call (the format declares it
+content, verbatim: transformers never opened the field). Where transformers raises (a body that is not
+JSON, a transform naming a missing key), the call is rejected saying why; nothing raises. The template's
+regular expressions are untrusted (a model directory's): `format_from_response_template` refuses nested
+repetition, and every match here runs under `PATTERN_SECONDS` of the `regex` module's timeout (a pattern
+that runs out rejects the call; the envelope is the same text under any chunking, so its reading is too).
 Cost: one anchored match at the opener, one reverse match at the end, the content parser's one pass.
 """
 
@@ -33,7 +35,7 @@ from typing import Any
 import regex  # type: ignore[import-untyped]
 
 from ..calls import arguments_of
-from ..scanning import TagScanner, WalkSource
+from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..spec import CallResult, Envelope, ParsedCall, Rejection
 from ..strict_json import json_text
 from ..types import INVALID_JSON, TRUNCATED
@@ -76,9 +78,11 @@ class TemplateCalls:
     content_args: str = "{}"
     transform: str = ""
     transform_each: bool = False
+    # How many characters of each stop are the body's (`}` of `}<|function_call|>`: a close `\}(?=…)`).
+    stop_keeps: tuple[int, ...] = ()
 
-    def scanner(self) -> TagScanner:
-        return TagScanner(self.closers, self.stops)
+    def scanner(self) -> LookaheadScanner:
+        return LookaheadScanner(self.closers, self.stops, self.stop_keeps)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> None:
         return None  # read when the envelope closes, as transformers reads a region
@@ -93,11 +97,11 @@ class TemplateCalls:
     def _read(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         text = envelope.opener + envelope.body
         opened = _run(compiled(self.head).match, text)
-        if opened is None:
-            raise TemplateError("the text at the opener does not match the field's open pattern")
+        if opened is None:  # the field never opened (transformers reads the text as content): no call
+            return []
         captures = {k: v for k, v in opened.groupdict().items() if v is not None}
         end = len(text)
-        if self.tail and envelope.complete:
+        if self.tail and (envelope.complete or not self.closers):  # with no closer, a stop or the end closes
             whole = text + envelope.closer
             closed = _run(compiled(f"(?:{self.tail})\\Z", True).search, whole, opened.end())
             if closed is None:
@@ -112,6 +116,25 @@ class TemplateCalls:
         typed = self.content in _STRUCTURED_TYPED
         coerce = tools.given and "value_parser_by" not in args
         return [_call(item, tools, typed, coerce) for item in items]
+
+
+class LookaheadScanner:
+    """Ends at the first closer (consumed) or stop; a stop's first `keep` characters are the body's and the
+    rest is left for what follows (a close pattern `P(?=A)`: the stop `PA`, keeping `P`)."""
+
+    def __init__(self, closers: tuple[str, ...], stops: tuple[str, ...], keeps: tuple[int, ...]) -> None:
+        self._closers = frozenset(closers)
+        self._keeps = dict(zip(stops, keeps or (0,) * len(stops), strict=True))
+        self._delimiters = delimiters_of((*closers, *stops))
+
+    def scan(self, text: str, pos: int) -> ScanResult:
+        match = self._delimiters.search(text, pos)
+        if match is None:
+            return ScanResult(max(pos, self._delimiters.held_from(text)))
+        if match.group() in self._closers:
+            return ScanResult(match.start(), match.end())
+        cut = match.start() + self._keeps.get(match.group(), 0)
+        return ScanResult(cut, cut)
 
 
 @cache
