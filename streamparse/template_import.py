@@ -16,9 +16,10 @@ rest. Its fields map onto a declaration by their output key:
 What has no place is refused with a `ValueError` naming the construct and the field.
 
 The template's patterns come from a downloaded directory, so they are untrusted: a pattern longer
-than `MAX_PATTERN` characters, or one that repeats a repetition (`(a+)+`, `(\\w*)*`: the classic
-catastrophic backtracking), is refused; every match of one runs under the `regex` module's timeout
-(`bodies.template_calls.PATTERN_SECONDS`), so one envelope costs at most that per pattern matched.
+than `MAX_PATTERN` characters, one that repeats a repetition or an alternation (`(a+)+`, `(a|aa)*`: the
+classic catastrophic backtracking), or one that refers back to a group is refused; every match of one
+runs under the `regex` module's timeout (`bodies.template_calls.PATTERN_SECONDS`), so one envelope
+costs at most about that per pattern matched (a lazy `.*?` run over unclosed tags is quadratic).
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def compiled_groups(pattern: str) -> set[str]:
 
 
 def _pattern(scope: str, key: str, pattern: Any) -> Any:
-    """A template pattern, compiled and bounded: refused when too long or when it repeats a repetition."""
+    """A template pattern, compiled and bounded: refused when too long or when it can backtrack exponentially."""
     if not isinstance(pattern, str):
         raise ValueError(f"{scope}: {key} must be a string")
     if len(pattern) > MAX_PATTERN:
@@ -182,32 +183,37 @@ def _pattern(scope: str, key: str, pattern: Any) -> Any:
         parsed = _sre_parse.parse(pattern, _sre.SRE_FLAG_DOTALL)
     except Exception:
         return None
-    if _nested_repeat(parsed, False):
-        raise ValueError(f"{scope}: {key} {pattern!r} repeats a repetition (nested quantifiers can take "
-                         "exponential time on a crafted output); write it without the nesting")
+    why = _backtracking(parsed, False)
+    if why:
+        raise ValueError(f"{scope}: {key} {pattern!r} {why}, which can take exponential time on a crafted "
+                         "output; write it without")
     return parsed
 
 
 _REPEATS = (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", _sre.MAX_REPEAT))
 
 
-def _nested_repeat(items: Any, inside: bool) -> bool:
-    """Whether an unbounded repetition sits inside another repetition (star height above one)."""
+def _backtracking(items: Any, inside: bool) -> str:
+    """What in a parsed pattern can backtrack exponentially ('' if nothing the check sees): a repetition
+    or an alternation inside a repetition (star height above one; `(a|aa)*`), or a backreference."""
     for op, av in items:
         if op in _REPEATS:
             _, high, sub = av
             if inside and (high == _sre.MAXREPEAT or high > 16):
-                return True
-            found = _nested_repeat(sub, inside or high > 1)
+                return "repeats a repetition"
+            found = _backtracking(sub, inside or high > 1)
         elif op == _sre.SUBPATTERN:
-            found = _nested_repeat(av[-1], inside)
+            found = _backtracking(av[-1], inside)
         elif op == _sre.BRANCH:
-            found = any(_nested_repeat(branch, inside) for branch in av[1])
+            found = "repeats an alternation" if inside else \
+                next((why for branch in av[1] if (why := _backtracking(branch, inside))), "")
+        elif op in (_sre.GROUPREF, _sre.GROUPREF_EXISTS):
+            found = "refers back to a group"
         else:
-            found = op in (_sre.ASSERT, _sre.ASSERT_NOT) and _nested_repeat(av[1], inside)
+            found = _backtracking(av[1], inside) if op in (_sre.ASSERT, _sre.ASSERT_NOT) else ""
         if found:
-            return True
-    return False
+            return found
+    return ""
 
 
 # ----------------------------------------------------------------- literals a pattern starts or ends with

@@ -274,7 +274,7 @@ def parse_content(text: str, name: str, args: Mapping[str, Any]) -> Any:
         return _PARSERS[name](text, args)
     except TemplateError:
         raise
-    except (ValueError, RecursionError, MemoryError, TypeError) as error:
+    except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError, KeyError) as error:
         raise TemplateError(f"{name}: {str(error)[:200]}") from error
 
 
@@ -338,7 +338,7 @@ def _xml_inline(text: str, args: Mapping[str, Any]) -> dict[str, Any]:
     group, parsers = by.get("group"), by.get("parsers") or {}
     out: dict[str, Any] = {}
     merged: set[str] = set()
-    for match in _run(compiled(args["tag_pattern"]).finditer, text):
+    for match in _run(_all_matches, compiled(args["tag_pattern"]), text):
         groups = match.groupdict()
         key = groups.get("key")
         value = _sub(groups.get("value") or "", parsers.get(groups.get(group), parser) if group else parser)
@@ -350,6 +350,11 @@ def _xml_inline(text: str, args: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def _all_matches(pattern: Any, text: str, timeout: float) -> list[Any]:
+    """Every match of `pattern` in `text`, found within `timeout` seconds in all."""
+    return list(pattern.finditer(text, timeout=timeout))
 
 
 def _kv_lines(text: str, args: Mapping[str, Any]) -> dict[str, Any]:
