@@ -56,6 +56,13 @@ def format_from_response_template(template: Mapping[str, Any], *, name: str = "r
     format is (`parse`, `stream`, `StreamParser`, `grammar_for`, `register_format`). `ValueError`
     naming the construct for a template transformers would refuse, or one this mapping has no place
     for (docs/formats.md lists them)."""
+    try:
+        return _imported(template, name)
+    except RecursionError:
+        raise ValueError("the response_template is nested too deeply to read") from None
+
+
+def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
     fields = _checked(template)
     reasoning: list[tuple[str, str]] = []
     framing: list[str] = []
@@ -77,8 +84,9 @@ def format_from_response_template(template: Mapping[str, Any], *, name: str = "r
             raise ValueError(f"{scope}: a message has content, reasoning_content and tool_calls; a field named "
                              f"{field_name!r} has no place in it (rename it to one of those)")
     render = _renderer(tuple(reasoning[:1]), envelopes[0] if envelopes else None)
+    # transformers opens the reasoning field wherever its opener stands, not only at the start.
     return FormatSpec(name=name, aliases=(), reasoning=tuple(dict.fromkeys(reasoning)), envelopes=tuple(envelopes),
-                      render=render, framing=tuple(dict.fromkeys(framing)))
+                      render=render, framing=tuple(dict.fromkeys(framing)), reasoning_reopens=bool(reasoning))
 
 
 # ----------------------------------------------------------------- what transformers accepts
@@ -347,7 +355,8 @@ def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
                              stop_keeps=keeps,
                              content=content, content_args=json.dumps(field.get("content_args", {}), sort_keys=True),
                              transform=json.dumps(transform, sort_keys=True) if transform is not None else "",
-                             transform_each=bool(field.get("transform_each")))
+                             transform_each=bool(field.get("transform_each")),
+                             **_layout(head, openers, tail, closers, field))
     # An opener the open pattern does not match where it stands opened no field: its text is content.
     return EnvelopeSpec(openers=tuple(openers), body=body, no_call_is_content=isinstance(body, TemplateCalls))
 
@@ -377,6 +386,64 @@ def _trailing_lookahead(pattern: str, branches: list[list[Any]]) -> tuple[str, l
             return None
         stops += [consumed + literal for literal, _ in found]
     return (pattern[:at], stops, len(consumed)) if stops else None
+
+
+_WRITTEN_CALL = {"name": "{name}", "arguments": "{content}"}
+
+
+def _layout(head: str, openers: list[str], tail: str, closers: list[str], field: Mapping[str, Any]) -> dict[str, str]:
+    """How a grammar writes a call of this field (`TemplateCalls.layout`), read off its patterns where they
+    say it: one opener, JSON arguments from the content and the name from the open pattern's `name` group,
+    and patterns of literals, optional whitespace (written as none) and that group; else why not."""
+    transform = field.get("transform")
+    function = transform.get("function") if isinstance(transform, dict) else None
+    if len(openers) != 1:
+        missing = "several openers (an optional group before the call's own)"
+    elif not closers:
+        missing = "no literal closer (a call that ends at a lookahead or the end of the output: a JSON string " \
+                  "holding what ends it would end it there)"
+    elif field.get("transform_each"):
+        missing = "a list of calls in one envelope (transform_each)"
+    elif field.get("content") != "json" or field.get("content_args"):
+        missing = f"{field.get('content', 'text')} content (a grammar writes one call's JSON arguments)"
+    elif not isinstance(function, dict) or {k: function.get(k) for k in _WRITTEN_CALL} != _WRITTEN_CALL:
+        missing = "a transform other than the name from the open pattern's group and the arguments from the content"
+    else:
+        lead, end = _written(head), _written(tail) if tail else ""
+        if lead is None or end is None or not lead.startswith(openers[0]) or "{name}" not in lead:
+            missing = "an open or close pattern that is not literal text around the name group"
+        else:
+            written = lead[len(openers[0]):] + "{arguments}" + end.removesuffix(closers[0] if closers else "")
+            return {"layout": written}
+    return {"no_layout": f"no grammar layout: {missing}"}
+
+
+def _written(pattern: str) -> str | None:
+    """The text a pattern matches, written plainly: its literals, no optional whitespace, `{name}` for the
+    group `name`; None where it holds anything else."""
+    try:
+        parsed = _sre_parse.parse(pattern, _sre.SRE_FLAG_DOTALL)
+    except Exception:
+        return None
+    named = {number: name for name, number in parsed.state.groupdict.items()}
+
+    def write(items: Any) -> str | None:
+        out = ""
+        for op, av in items:
+            if op == _sre.LITERAL:
+                out += chr(av)
+            elif op == _sre.SUBPATTERN and named.get(av[0]) == "name":
+                out += "{name}"
+            elif op == _sre.SUBPATTERN and av[0] is None:
+                inner = write(av[-1])
+                if inner is None:
+                    return None
+                out += inner
+            elif not (_is_space_repeat(op, av) or op == _sre.ASSERT):
+                return None
+        return out
+
+    return write(parsed)
 
 
 def _is_literal(pattern: str) -> bool:

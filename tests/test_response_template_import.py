@@ -199,11 +199,15 @@ def test_the_round_trip_through_the_export_parses_as_the_declared_format(fmt: st
             == ours(streamparse.parse(case["output"], fmt, **options)), case["case"]
 
 
+GRAMMAR_TEMPLATES = {"export:hermes": JsonCall, "bench:functionary_v3_1": TemplateCalls}
+
+
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
-@given(required=st.booleans(), data=st.data())
-def test_a_grammar_of_an_imported_json_call_format_writes_what_it_parses(required: bool, data: st.DataObject) -> None:
-    spec = format_from_response_template(streamparse.response_template("hermes"))
-    assert isinstance(spec.envelopes[0].body, JsonCall)
+@given(label=st.sampled_from(sorted(GRAMMAR_TEMPLATES)), required=st.booleans(), data=st.data())
+def test_a_grammar_of_an_imported_format_writes_what_it_parses(label: str, required: bool,
+                                                               data: st.DataObject) -> None:
+    spec = _spec(next(template for lb, _, template in TEMPLATES if lb == label))
+    assert isinstance(spec.envelopes[0].body, GRAMMAR_TEMPLATES[label])
     text = generate(spec, "required" if required else "auto", data)  # type: ignore[arg-type]
     if text is None:
         return
@@ -212,10 +216,14 @@ def test_a_grammar_of_an_imported_json_call_format_writes_what_it_parses(require
     assert not required or message.tool_calls
 
 
-def test_a_template_calls_kind_has_no_grammar_layout_and_says_so() -> None:
-    spec = _spec(json.loads((BENCH / "qwen3_coder.json").read_text()))
+@pytest.mark.parametrize(("label", "missing"), [
+    ("bench:qwen3_coder", "xml-inline content"), ("bench:kimi_k2", "several openers"),
+    ("bench:mistral", "no literal closer"), ("bench:nemotron", "a list of calls"),
+    ("bench:hermes", "a transform other than")])
+def test_a_template_calls_kind_without_a_layout_says_what_is_missing(label: str, missing: str) -> None:
+    spec = _spec(next(template for lb, _, template in TEMPLATES if lb == label))
     assert isinstance(spec.envelopes[0].body, TemplateCalls)
-    with pytest.raises(GrammarUnsupported, match="TemplateCalls"):
+    with pytest.raises(GrammarUnsupported, match=f"TemplateCalls.*no grammar layout: {missing}"):
         grammar_for(spec, TOOLS, tool_choice="required")
 
 
@@ -224,6 +232,13 @@ def test_what_has_no_place_is_refused_naming_the_construct(label: str) -> None:
     template = next(t for lb, _, t in TEMPLATES if lb == label)
     with pytest.raises(ValueError, match=REFUSED[label]):
         format_from_response_template(template)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "{content}"
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 HERMES_FIELDS = {"content": {"content": "text"}, "tool_calls": {"open": "<tool_call>", "close": "</tool_call>",
@@ -246,6 +261,7 @@ HERMES_FIELDS = {"content": {"content": "text"}, "tool_calls": {"open": "<tool_c
     ({"fields": {"content": {"open_pattern": "a" * 2001, "close": "c"}}}, "streamparse reads patterns of at most"),
     ({"fields": {"content": {"open_pattern": "(", "close": "c"}}}, "invalid open_pattern regex"),
     ({"fields": {"content": {}, "tool_calls": {"open": "<c>", "transform": "{content} x"}}}, "mixes a"),
+    ({"fields": {"content": {}, "tool_calls": {"open": "<c>", "transform": _nested(5000)}}}, "nested too deeply"),
     ({"fields": {"content": {}, "tool_calls": {"open_pattern": "<c (?P<n>\\w+)>"}}}, None),
 ])
 def test_a_bad_template_gets_a_clear_error(change: dict[str, Any], message: str | None) -> None:

@@ -19,6 +19,7 @@ JSON, a transform naming a missing key), the call is rejected saying why; nothin
 regular expressions are untrusted (a model directory's): `format_from_response_template` refuses nested
 repetition, and every match here runs under `PATTERN_SECONDS` of the `regex` module's timeout (a pattern
 that runs out rejects the call; the envelope is the same text under any chunking, so its reading is too).
+A grammar writes a call by `layout`, which the import reads off the patterns where they are that plain.
 Cost: one anchored match at the opener, one reverse match at the end, the content parser's one pass.
 """
 
@@ -35,6 +36,7 @@ from typing import Any
 import regex  # type: ignore[import-untyped]
 
 from ..calls import arguments_of
+from ..grammar_ir import GrammarUnsupported, Lit, Node, from_template, seq
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..spec import CallResult, Envelope, ParsedCall, Rejection
 from ..strict_json import json_text
@@ -80,12 +82,29 @@ class TemplateCalls:
     transform_each: bool = False
     # How many characters of each stop are the body's (`}` of `}<|function_call|>`: a close `\}(?=…)`).
     stop_keeps: tuple[int, ...] = ()
+    # How a grammar writes one call after the opener (`grammar_ir.from_template`: `{name}`, `{arguments}`),
+    # where the import could read it off the patterns; else what is missing for one.
+    layout: str = ""
+    no_layout: str = "no layout"
 
     def scanner(self) -> LookaheadScanner:
         return LookaheadScanner(self.closers, self.stops, self.stop_keeps)
 
     def streamer(self, tools: ToolSet, scanner: WalkSource) -> None:
         return None  # read when the envelope closes, as transformers reads a region
+
+    # ----------------------------------------------------------------- the layout (grammar_ir.CallLayout)
+
+    def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> Node:
+        if not self.layout:
+            raise GrammarUnsupported(f"{self.field} (TemplateCalls): {self.no_layout}")
+        return from_template(self.layout, name, parameters)
+
+    def body_grammar(self, calls: Node, many: bool) -> Node:
+        return seq(calls, Lit(self.closers[0])) if self.closers else calls
+
+    def calls_per_envelope(self) -> int | None:
+        return 1
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         try:
