@@ -20,6 +20,7 @@ from .validation import Tools
 if TYPE_CHECKING:
     from .batch.many import parse_many
     from .export import response_template
+    from .template_import import format_from_response_template
 
 __all__ = [
     "Delta",
@@ -34,6 +35,7 @@ __all__ = [
     "astream",
     "detect_format",
     "detect_marker_suffix",
+    "format_from_response_template",
     "formats",
     "parse",
     "parse_many",
@@ -47,7 +49,7 @@ __version__ = "0.1.0"
 
 _LAZY = {"ChatTemplate": "serve.template", "TemplateRenderError": "serve.template", "PromptPart": "serve.marking",
          "ControlTokenError": "serve.marking", "grammar_for": "constrain", "grammar_triggers": "constrain",
-         "response_template": "export"}
+         "response_template": "export", "format_from_response_template": "template_import"}
 _LAZY.update(parse_many="batch.many")  # the batch package (process pools), imported only when used
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -26,6 +27,7 @@ from .serve.limits import (
     DEFAULT_RENDER_TIMEOUT,
     Limits,
 )
+from .template_import import format_from_response_template
 from .types import ReasoningField
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -104,9 +106,58 @@ def _cmd_stream(opts: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_formats(opts: argparse.Namespace, out: TextIO) -> int:
+    if opts.show is not None:
+        return _show_format(opts.show, out)
     for name in formats():
         out.write(name + "\n")
     return 0
+
+
+def _show_format(name: str, out: TextIO) -> int:
+    """A format's declaration as JSON: a name or alias (declared or registered), or a model directory /
+    tokenizer_config.json / response_template JSON whose `response_template` is imported."""
+    try:
+        if name in formats():
+            spec = get_format(name)
+        else:
+            template = _response_template_of(_template_source(name))
+            if template is None:
+                raise UsageError(f"{name} is neither a format name nor a file holding a response_template")
+            spec = format_from_response_template(template)
+    except (OSError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    json.dump(_described(spec), out, ensure_ascii=False, indent=2)
+    out.write("\n")
+    return 0
+
+
+def _described(value: Any) -> Any:
+    """A declaration as JSON data: dataclasses as their kind and the fields that differ from the default."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        shown: dict[str, Any] = {"kind": type(value).__name__}
+        for item in dataclasses.fields(value):
+            found = getattr(value, item.name)
+            default = item.default if item.default is not dataclasses.MISSING else None
+            if (callable(found) and not dataclasses.is_dataclass(found)) or found == default or found in ((), ""):
+                continue
+            shown[item.name] = _described(found)
+        return shown
+    if isinstance(value, (tuple, list)):
+        return [_described(item) for item in value]
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
+def _response_template_of(source: Path | str | dict[str, Any]) -> dict[str, Any] | None:
+    """The `response_template` a tokenizer_config (dict or file) or a template's model directory holds."""
+    if isinstance(source, Path):
+        config = source if source.name.endswith(".json") else source.parent / "tokenizer_config.json"
+        if not config.is_file():
+            return None
+        source = json.loads(config.read_text(encoding="utf-8"))
+    if isinstance(source, dict):
+        found = source.get("response_template", source if "fields" in source else None)
+        return found if isinstance(found, dict) else None
+    return None
 
 
 # What a model directory holds its template in, in the order transformers reads them.
@@ -140,8 +191,18 @@ def _cmd_detect(opts: argparse.Namespace, out: TextIO) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     if found is None:
-        print(f"streamparse: no known format in {opts.template}", file=sys.stderr)
-        return 1
+        template = _response_template_of(_template_source(opts.template))
+        if template is None:
+            print(f"streamparse: no known format in {opts.template}", file=sys.stderr)
+            return 1
+        try:
+            format_from_response_template(template)
+        except ValueError as error:
+            raise UsageError(f"no declared format matches {opts.template}, and its response_template cannot be "
+                             f"read: {error}") from None
+        print(f"streamparse: no declared format matches {opts.template}; its checkpoint's response_template is "
+              f"read (streamparse formats --show {opts.template})", file=sys.stderr)
+        found = "response_template"
     out.write(found + "\n")
     return 0
 
@@ -193,9 +254,11 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--upstream: {error}") from None
     template = _load_template(opts)
     if opts.format is None:
-        opts.format = detect_format(template.text)
-        if opts.format is None:
-            raise UsageError(f"no known format in the chat template {opts.chat_template}; pass --format")
+        try:
+            opts.format, chosen = template.choose_format()
+        except ValueError as error:
+            raise UsageError(f"{error} (pass --format)") from None
+        print(f"streamparse serve: {chosen}", file=sys.stderr, flush=True)
         if get_format(opts.format).marker_suffix is not None and Path(opts.chat_template).is_dir() \
                 and detect_format(Path(opts.chat_template)) is None:
             raise UsageError(f"the tokenizer in {opts.chat_template} spells the {opts.format} markers with several "
@@ -209,7 +272,7 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     path = Path(opts.chat_template).resolve()
     generic = path.stem in ("chat_template", "tokenizer_config")  # then the model directory names the model
     model = opts.model or (path.name if path.is_dir() else path.parent.name if generic else path.stem)
-    print(f"streamparse serve: {opts.format} format, model {model!r}, upstream {opts.upstream}, "
+    print(f"streamparse serve: {get_format(opts.format).name} format, model {model!r}, upstream {opts.upstream}, "
           f"on http://{opts.host}:{opts.port}/v1", file=sys.stderr, flush=True)
     print(f"streamparse serve: the template {template.capabilities.summary()}", file=sys.stderr, flush=True)
     if template.missing_special_tokens:
@@ -483,7 +546,9 @@ def build_argparser() -> argparse.ArgumentParser:
     add_file_flags(parse_cmd)
     stream_cmd = commands.add_parser("stream", help="read stdin incrementally, print one delta per line (JSON Lines)")
     common(stream_cmd)
-    commands.add_parser("formats", help="list the accepted format names")
+    formats_cmd = commands.add_parser("formats", help="list the accepted format names")
+    formats_cmd.add_argument("--show", metavar="NAME", help="print the declaration of a format (a name, or a model "
+                                                          "directory / tokenizer_config.json with a response_template)")
     detect = commands.add_parser("detect", help="name the format of a chat template or tokenizer_config.json")
     detect.add_argument("template", help="a .jinja chat template, a tokenizer_config.json, a model directory, "
                                          "or - (the template or the JSON on stdin)")

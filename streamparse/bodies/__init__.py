@@ -13,6 +13,8 @@ progressive streamer and its grammar rules, and used by every format whose calls
 - `pythonic`: Python calls with keyword literals, `[f(a=1), g()]` or one `NAME.call(…)` (pythonic
   lists, Llama 3.1 built-ins);
 - `code_call`: the whole body is one string argument of a fixed tool (Llama 3.1's `python` code);
+- `template_calls`: a transformers `response_template` call field, read with its semantics when the
+  envelope closes (formats imported with `format_from_response_template`);
 - `first_character`: one of several declared kinds, chosen by the body's first characters (LFM2:
   a pythonic list or JSON call objects).
 
@@ -29,10 +31,11 @@ from .json_call import JsonCall
 from .pythonic import CodeCall, PythonicCalls
 from .tagged_block import TaggedBlock
 from .tagged_params import TaggedParams
+from .template_calls import TemplateCalls
 
 BODY_KINDS = {"json_call": JsonCall, "header_json": HeaderJson, "tagged_params": TaggedParams,
               "json_arguments": JsonArguments, "pythonic": PythonicCalls, "code_call": CodeCall,
-              "first_character": FirstCharacter, "tagged_block": TaggedBlock}
+              "first_character": FirstCharacter, "tagged_block": TaggedBlock, "template_calls": TemplateCalls}
 
 __all__ = ["BODY_KINDS", "CodeCall", "FirstCharacter", "HeaderJson", "JsonArguments", "JsonCall", "PythonicCalls",
-           "TaggedBlock", "TaggedParams"]
+           "TaggedBlock", "TaggedParams", "TemplateCalls"]

@@ -31,6 +31,9 @@ import jinja2.parser
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from ..detect import detect_format
+from ..spec import FormatLike
+from ..template_import import format_from_response_template
 from .deadline import DeadlineExceeded, within
 from .errors import CapabilityError, TemplateRenderError
 from .limits import DEFAULT_MAX_PROMPT_CHARS, DEFAULT_RENDER_TIMEOUT
@@ -295,6 +298,8 @@ class ChatTemplate:
     # past them `DeadlineExceeded` / `TemplateRenderError`.
     render_timeout: float | None = DEFAULT_RENDER_TIMEOUT
     max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS
+    # The checkpoint's transformers `response_template` (tokenizer_config.json), when it ships one.
+    response_template: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         # ChatTemplate(path): a .jinja file, a tokenizer_config.json or a model directory, as load_chat_template
@@ -302,8 +307,22 @@ class ChatTemplate:
         if isinstance(source, os.PathLike) or (isinstance(source, str) and "{" not in source
                                                 and "\n" not in source and Path(source).exists()):
             loaded = load_chat_template(source)
-            for name in ("source", "special_tokens", "origin", "tokenizer_file"):
+            for name in ("source", "special_tokens", "origin", "tokenizer_file", "response_template"):
                 object.__setattr__(self, name, getattr(loaded, name))
+
+    def choose_format(self) -> tuple[FormatLike, str]:
+        """The format of this template's outputs and a line saying where it came from: the declared one
+        `detect_format` finds in the template, else the one the checkpoint's `response_template`
+        describes (`format_from_response_template`). `ValueError` when there is neither."""
+        declared = detect_format(self.text)
+        if declared is not None:
+            return declared, f"the chat template writes the declared format {declared}"
+        if self.response_template is None:
+            raise ValueError(f"no declared format matches the chat template {self.origin}, and its checkpoint "
+                             "ships no response_template; name a format")
+        spec = format_from_response_template(self.response_template, name="response_template")
+        return spec, (f"no declared format matches the chat template {self.origin}: reading the checkpoint's "
+                      "response_template (tokenizer_config.json)")
 
     @cached_property
     def tokenizer(self) -> PromptTokenizer | None:
@@ -610,6 +629,7 @@ def load_chat_template(path: str | os.PathLike[str]) -> ChatTemplate:
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     tokens: dict[str, str] = {}
+    response_template = None
     # special_tokens_map.json first, tokenizer_config.json over it (transformers reads both; the
     # config's own values win). tokenizer.json names no roles (which token is bos), so it adds none.
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
@@ -617,6 +637,8 @@ def load_chat_template(path: str | os.PathLike[str]) -> ChatTemplate:
             config = _read_json(folder / name)
             tokens.update({key: text for key in _SPECIAL_TOKEN_KEYS
                            if (text := _token_text(config.get(key))) is not None})
+            if isinstance(config.get("response_template"), Mapping):  # where transformers keeps it
+                response_template = config["response_template"]
     source: str | tuple[tuple[str, str], ...] | None
     if path.is_dir():
         for candidate in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json"):
@@ -630,4 +652,5 @@ def load_chat_template(path: str | os.PathLike[str]) -> ChatTemplate:
     else:
         source = path.read_text(encoding="utf-8")
     tokenizer_file = folder / "tokenizer.json"
-    return ChatTemplate(source, tokens, str(path), str(tokenizer_file) if tokenizer_file.is_file() else None)
+    return ChatTemplate(source, tokens, str(path), str(tokenizer_file) if tokenizer_file.is_file() else None,
+                        response_template=response_template)

@@ -1,0 +1,511 @@
+"""A Hugging Face transformers `response_template` (transformers 5.25, `transformers/utils/chat_parsing/`;
+stored as `response_template` in a model directory's `tokenizer_config.json`) as a `FormatSpec`:
+`format_from_response_template(template)`.
+
+A template is a flat set of fields, one open at a time, each between an `open` and a `close` delimiter
+(literals, or `open_pattern` / `close_pattern` regular expressions), the one without `open` holding the
+rest. Its fields map onto a declaration by their output key:
+- `reasoning_content` (or `reasoning`, `thinking`): reasoning, its open and close literals the tag pairs;
+- `content`: the answer; its own `open` / `close` delimiters are framing (dropped where they stand);
+- `tool_calls`: the call envelope, opened where a literal its open pattern starts with appears and
+  ended at the literal its close pattern ends with (a close pattern that is only a lookahead of
+  literals is a stop; no close: the end of the output). A JSON field whose transform writes
+  `{"function": {"name", "arguments"}}` from the call object's own members, between literal
+  delimiters, is hermes's body kind (`json_call`: progressive, grammars); every other call field is
+  the `template_calls` kind, which reads the finished envelope with transformers' semantics.
+What has no place is refused with a `ValueError` naming the construct and the field.
+
+The template's patterns come from a downloaded directory, so they are untrusted: a pattern longer
+than `MAX_PATTERN` characters, one that repeats a repetition or an alternation (`(a+)+`, `(a|aa)*`: the
+classic catastrophic backtracking), or one that refers back to a group is refused; every match of one
+runs under the `regex` module's timeout (`bodies.template_calls.PATTERN_SECONDS`), so one envelope
+costs at most about that per pattern matched (a lazy `.*?` run over unclosed tags is quadratic).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import regex  # type: ignore[import-untyped]
+
+from .bodies.json_call import JsonCall
+from .bodies.template_calls import CONTENT_PARSERS, TemplateCalls
+from .spec import EnvelopeSpec, FormatSpec
+from .types import Message
+
+if sys.version_info >= (3, 11):
+    import re._constants as _sre
+    import re._parser as _sre_parse
+else:  # pragma: no cover
+    import sre_constants as _sre
+    import sre_parse as _sre_parse
+
+MAX_PATTERN = 2000
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+_TEMPLATE_KEYS = {"version", "defaults", "fields", "start_anchor", "start_anchor_pattern"}
+_FIELD_KEYS = {"open", "open_pattern", "close", "close_pattern", "content", "content_args", "repeats", "join",
+               "optional", "transform", "transform_each"}
+_CALL_SHAPE = {"type": "function", "function": {"name": "{content.name}", "arguments": "{content.arguments}"}}
+
+
+def format_from_response_template(template: Mapping[str, Any], *, name: str = "response_template") -> FormatSpec:
+    """The format a transformers `response_template` describes, as a `FormatSpec` usable wherever a
+    format is (`parse`, `stream`, `StreamParser`, `grammar_for`, `register_format`). `ValueError`
+    naming the construct for a template transformers would refuse, or one this mapping has no place
+    for (docs/formats.md lists them)."""
+    try:
+        return _imported(template, name)
+    except RecursionError:
+        raise ValueError("the response_template is nested too deeply to read") from None
+
+
+def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
+    fields = _checked(template)
+    reasoning: list[tuple[str, str]] = []
+    framing: list[str] = []
+    envelopes: list[EnvelopeSpec] = []
+    for field_name, field in fields.items():
+        scope = f"response_template field {field_name!r}"
+        if field_name in REASONING_FIELDS:
+            openers = _literal_delimiters(scope, field, "open")
+            closers = _literal_delimiters(scope, field, "close")
+            if not openers or not closers:
+                raise ValueError(f"{scope}: reasoning needs an open and a close delimiter (streamparse reads "
+                                 "reasoning between tags)")
+            reasoning += [(opener, closer) for opener in openers for closer in closers]
+        elif field_name == "content":
+            framing += _literal_delimiters(scope, field, "open") + _literal_delimiters(scope, field, "close")
+        elif field_name == "tool_calls":
+            envelopes.append(_envelope(scope, field))
+        else:
+            raise ValueError(f"{scope}: a message has content, reasoning_content and tool_calls; a field named "
+                             f"{field_name!r} has no place in it (rename it to one of those)")
+    render = _renderer(tuple(reasoning[:1]), envelopes[0] if envelopes else None)
+    # transformers opens the reasoning field wherever its opener stands, not only at the start.
+    return FormatSpec(name=name, aliases=(), reasoning=tuple(dict.fromkeys(reasoning)), envelopes=tuple(envelopes),
+                      render=render, framing=tuple(dict.fromkeys(framing)), reasoning_reopens=bool(reasoning))
+
+
+# ----------------------------------------------------------------- what transformers accepts
+
+def _checked(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The template's fields, checked as transformers' loader checks them (and the patterns bounded)."""
+    if not isinstance(template, Mapping):
+        raise ValueError(f"a response_template is a dict (tokenizer_config.json's 'response_template'), got "
+                         f"{type(template).__name__}")
+    if template.get("version", 1) != 1:
+        raise ValueError(f"unsupported response_template version {template.get('version')!r} (version 1 is read)")
+    unknown = set(template) - _TEMPLATE_KEYS
+    if unknown:
+        hint = " (the legacy x-regex response_schema is not read: transformers 5.25 drops it too)" \
+            if {"properties", "x-regex"} & unknown else ""
+        raise ValueError(f"unknown keys in response_template: {sorted(unknown)}{hint}")
+    if ("start_anchor" in template) == ("start_anchor_pattern" in template):
+        raise ValueError("a response_template defines one of 'start_anchor' or 'start_anchor_pattern'")
+    if "start_anchor_pattern" in template:
+        _pattern("response_template", "start_anchor_pattern", template["start_anchor_pattern"])
+    defaults = template.get("defaults", {})
+    if not isinstance(defaults, Mapping) or set(defaults) - {"role"}:
+        raise ValueError("response_template.defaults: only 'role' has a place in a streamparse Message "
+                         f"(got {sorted(defaults) if isinstance(defaults, Mapping) else defaults!r})")
+    fields = template.get("fields")
+    if not isinstance(fields, Mapping) or not fields:
+        raise ValueError("response_template.fields must be a non-empty dict")
+    implicit = [n for n, f in fields.items() if isinstance(f, Mapping) and "open" not in f and "open_pattern" not in f]
+    if len(implicit) > 1:
+        raise ValueError(f"at most one response_template field may have no 'open'/'open_pattern'; found {implicit}")
+    for field_name, field in fields.items():
+        _check_field(f"response_template field {field_name!r}", field)
+    return {str(n): dict(f) for n, f in fields.items()}
+
+
+def _check_field(scope: str, field: Any) -> None:
+    if not isinstance(field, Mapping):
+        raise ValueError(f"{scope} must be a dict")
+    unknown = set(field) - _FIELD_KEYS
+    if unknown:
+        raise ValueError(f"{scope}: unknown keys {sorted(unknown)}")
+    if field.get("content", "text") not in CONTENT_PARSERS:
+        raise ValueError(f"{scope}: unknown content parser {field.get('content')!r}; known: {list(CONTENT_PARSERS)}")
+    for key in ("open", "close"):
+        if key in field and f"{key}_pattern" in field:
+            raise ValueError(f"{scope}: cannot specify both '{key}' and '{key}_pattern'")
+        literals = field.get(key)
+        if key in field and not ((isinstance(literals, str) and literals) or (isinstance(literals, list) and literals
+                                 and all(isinstance(s, str) and s for s in literals))):
+            raise ValueError(f"{scope}: '{key}' must be a non-empty string or a list of them")
+        if f"{key}_pattern" in field:
+            _pattern(scope, f"{key}_pattern", field[f"{key}_pattern"])
+    if field.get("join") is not None and not field.get("repeats"):
+        raise ValueError(f"{scope}: 'join' requires 'repeats': true")
+    if field.get("transform_each") and field.get("transform") is None:
+        raise ValueError(f"{scope}: transform_each is set but no transform was given")
+    args = field.get("content_args", {})
+    if not isinstance(args, Mapping):
+        raise ValueError(f"{scope}: content_args must be a dict")
+    if field.get("content") == "xml-inline":
+        if not isinstance(args.get("tag_pattern"), str):
+            raise ValueError(f"{scope}: xml-inline needs content_args.tag_pattern (groups 'key' and 'value')")
+        _pattern(scope, "content_args.tag_pattern", args["tag_pattern"])
+        if "key" not in compiled_groups(args["tag_pattern"]):
+            raise ValueError(f"{scope}: content_args.tag_pattern must have a named group 'key'")
+    for opener, closer in args.get("string_delims", []) if field.get("content") == "json" else ():
+        if not (isinstance(opener, str) and isinstance(closer, str)):
+            raise ValueError(f"{scope}: content_args.string_delims is a list of [open, close] strings")
+    _check_transform(scope, field.get("transform"))
+
+
+def _check_transform(scope: str, transform: Any) -> None:
+    """transformers' rule: a string is a whole `{placeholder}` or a literal, never both."""
+    if isinstance(transform, Mapping):
+        for item in transform.values():
+            _check_transform(scope, item)
+    elif isinstance(transform, list):
+        for item in transform:
+            _check_transform(scope, item)
+    elif isinstance(transform, str):
+        found = regex.search(r"\{\w+(?:\.\w+)*\}", transform)
+        if found and found.group() != transform:
+            raise ValueError(f"{scope}: transform string {transform!r} mixes a {{placeholder}} with literal text")
+
+
+def compiled_groups(pattern: str) -> set[str]:
+    return set(regex.compile(pattern, regex.DOTALL).groupindex)
+
+
+def _pattern(scope: str, key: str, pattern: Any) -> Any:
+    """A template pattern, compiled and bounded: refused when too long or when it can backtrack exponentially."""
+    if not isinstance(pattern, str):
+        raise ValueError(f"{scope}: {key} must be a string")
+    if len(pattern) > MAX_PATTERN:
+        raise ValueError(f"{scope}: {key} is {len(pattern)} characters; streamparse reads patterns of at most "
+                         f"{MAX_PATTERN} (an untrusted template's pattern is bounded)")
+    try:
+        regex.compile(pattern, regex.DOTALL)
+    except regex.error as error:
+        raise ValueError(f"{scope}: invalid {key} regex: {error}") from error
+    try:
+        parsed = _sre_parse.parse(pattern, _sre.SRE_FLAG_DOTALL)
+    except Exception:
+        return None
+    why = _backtracking(parsed, False)
+    if why:
+        raise ValueError(f"{scope}: {key} {pattern!r} {why}, which can take exponential time on a crafted "
+                         "output; write it without")
+    return parsed
+
+
+_REPEATS = (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", _sre.MAX_REPEAT))
+
+
+def _backtracking(items: Any, inside: bool) -> str:
+    """What in a parsed pattern can backtrack exponentially ('' if nothing the check sees): a repetition
+    or an alternation inside a repetition (star height above one; `(a|aa)*`), or a backreference."""
+    for op, av in items:
+        if op in _REPEATS:
+            _, high, sub = av
+            if inside and (high == _sre.MAXREPEAT or high > 16):
+                return "repeats a repetition"
+            found = _backtracking(sub, inside or high > 1)
+        elif op == _sre.SUBPATTERN:
+            found = _backtracking(av[-1], inside)
+        elif op == _sre.BRANCH:
+            found = "repeats an alternation" if inside else \
+                next((why for branch in av[1] if (why := _backtracking(branch, inside))), "")
+        elif op in (_sre.GROUPREF, _sre.GROUPREF_EXISTS):
+            found = "refers back to a group"
+        else:
+            found = _backtracking(av[1], inside) if op in (_sre.ASSERT, _sre.ASSERT_NOT) else ""
+        if found:
+            return found
+    return ""
+
+
+# ----------------------------------------------------------------- literals a pattern starts or ends with
+
+_SPACE_CHARS = frozenset(" \t\n\r\f\v")
+
+
+def _is_space_repeat(op: Any, av: Any) -> bool:
+    """`\\s*`, `\\n?`, `[ \\t]*`: an optional run of whitespace (framing where it stands)."""
+    if op not in _REPEATS or av[0] != 0:
+        return False
+    sub = list(av[2])
+    if len(sub) != 1:
+        return False
+    sop, sav = sub[0]
+    if sop == _sre.LITERAL:
+        return chr(sav) in _SPACE_CHARS
+    if sop == _sre.IN:
+        return all((o == _sre.CATEGORY and a == _sre.CATEGORY_SPACE) or (o == _sre.LITERAL and chr(a) in _SPACE_CHARS)
+                   for o, a in sav)
+    return False
+
+
+_Prefixes = set[tuple[str, bool]]  # (literal, whether the literal is all the items matched)
+
+
+def _prefixes(items: Any) -> _Prefixes:
+    """The literals every match of `items` starts with (an empty one: no literal to find it by)."""
+    found: _Prefixes = {("", True)}
+    for op, av in items:
+        grown: _Prefixes = set()
+        for literal, whole in found:
+            if not whole:
+                grown.add((literal, False))
+            elif _is_space_repeat(op, av):
+                grown.add((literal, not literal))
+            else:
+                grown |= {(literal + more, rest) for more, rest in _item_prefixes(op, av)}
+        found = grown
+        if len(found) > 16:
+            return {("", False)}
+    return found
+
+
+def _item_prefixes(op: Any, av: Any) -> _Prefixes:
+    if op == _sre.LITERAL:
+        return {(chr(av), True)}
+    if op == _sre.SUBPATTERN:
+        return _prefixes(av[-1])
+    if op == _sre.BRANCH:
+        return set().union(*(_prefixes(branch) for branch in av[1]))
+    if op == _sre.IN and all(o == _sre.LITERAL for o, _ in av):
+        return {(chr(a), True) for _, a in av}
+    if op in _REPEATS and av[0] == 0 and av[1] == 1:
+        return _prefixes(av[2]) | {("", True)}
+    if op == _sre.AT and av in (_sre.AT_BEGINNING_STRING,):
+        return {("", True)}
+    return {("", False)}
+
+
+def _literal_delimiters(scope: str, field: Mapping[str, Any], key: str) -> list[str]:
+    """A reasoning or content field's `open` / `close` as literals (a pattern only where it is literal text
+    after optional whitespace, alternatives and optional groups included; a close alternative that is the
+    end of the text alone is dropped: the end closes anyway)."""
+    if key in field:
+        literals = field[key]
+        return [literals] if isinstance(literals, str) else list(literals)
+    pattern = field.get(f"{key}_pattern")
+    if pattern is None:
+        return []
+    branches = _branches(pattern)
+    if key == "close":
+        branches = [branch for branch in branches if not _is_end(branch)]
+    found: _Prefixes = set().union(*(_prefixes(branch) for branch in branches)) if branches else set()
+    if not found or any(not whole or not literal for literal, whole in found):
+        raise ValueError(f"{scope}: {key}_pattern {pattern!r} is not literal text; streamparse reads this field's "
+                         f"delimiters as literals (write them as a list of strings in '{key}')")
+    return sorted(literal for literal, _ in found)
+
+
+def _branches(pattern: str) -> list[list[Any]]:
+    """The top-level alternatives of a pattern, each a list of parsed items ([] where it cannot be parsed)."""
+    try:
+        parsed: list[Any] = list(_sre_parse.parse(pattern, _sre.SRE_FLAG_DOTALL).data)
+    except Exception:
+        return []
+    if len(parsed) == 1 and parsed[0][0] == _sre.BRANCH:
+        return [list(branch) for branch in parsed[0][1][1]]
+    return [parsed]
+
+
+def _is_end(items: list[Any]) -> bool:
+    return len(items) == 1 and items[0][0] == _sre.AT and items[0][1] in (_sre.AT_END, _sre.AT_END_STRING)
+
+
+def _suffix(items: list[Any]) -> str | None:
+    """The literal text `items` end with (past trailing optional whitespace), or None where they end otherwise."""
+    while items and _is_space_repeat(*items[-1]):
+        items = items[:-1]
+    text = ""
+    while items and items[-1][0] == _sre.LITERAL:
+        text = chr(items[-1][1]) + text
+        items = items[:-1]
+    return text or None
+
+
+def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
+    open_pattern = field.get("open_pattern")
+    if open_pattern is None:
+        openers = _literal_delimiters(scope, field, "open")
+        if not openers:
+            raise ValueError(f"{scope}: the call field needs an 'open' or 'open_pattern' (calls are found by "
+                             "their opener)")
+        head = "|".join(regex.escape(opener) for opener in sorted(openers, key=len, reverse=True))
+    else:
+        head = open_pattern
+        found = set().union(*(_prefixes(branch) for branch in _branches(open_pattern)))
+        openers = sorted({literal for literal, _ in found})
+        if not found or "" in openers:
+            raise ValueError(f"{scope}: open_pattern {open_pattern!r} does not start with literal text (after optional "
+                             "whitespace); streamparse finds a call's opener as a literal")
+    closers, stops, keeps, tail = _closing(scope, field)
+    content = field.get("content", "text")
+    transform = field.get("transform")
+    plain = isinstance(field.get("open"), (str, list)) or (open_pattern is not None and _is_literal(open_pattern))
+    if content == "json" and not field.get("content_args") and transform == _CALL_SHAPE and field.get("repeats") \
+            and plain and closers and not stops and not tail and not _captures(open_pattern):
+        body: Any = JsonCall("hermes", closers=tuple(closers), tag=openers[0])
+    else:
+        body = TemplateCalls(field=scope, head=head, tail=tail, closers=tuple(closers), stops=tuple(stops),
+                             stop_keeps=keeps,
+                             content=content, content_args=json.dumps(field.get("content_args", {}), sort_keys=True),
+                             transform=json.dumps(transform, sort_keys=True) if transform is not None else "",
+                             transform_each=bool(field.get("transform_each")),
+                             **_layout(head, openers, tail, closers, field))
+    # An opener the open pattern does not match where it stands opened no field: its text is content.
+    return EnvelopeSpec(openers=tuple(openers), body=body, no_call_is_content=isinstance(body, TemplateCalls))
+
+
+def _trailing_lookahead(pattern: str, branches: list[list[Any]]) -> tuple[str, list[str], int] | None:
+    """`P(?=L1|L2|\\s*$)`, a close that ends where one of the literals (or the end) follows: the pattern
+    before the lookahead (the text the close consumes), the stops (its last literal and each literal: the
+    envelope ends after that literal where one follows it) and how much of each stop is the body's."""
+    at = pattern.rfind("(?=")
+    if len(branches) != 1 or at <= 0 or len(branches[0]) < 2 or branches[0][-1][0] != _sre.ASSERT:
+        return None
+    looked = _branches(pattern[at + 3:-1]) if pattern.endswith(")") else []
+    if not looked or len(_branches(pattern[:at])) != 1:
+        return None
+    consumed = _suffix(list(branches[0][:-1]))
+    if consumed is None:
+        return None
+    stops = []
+    for alternative in looked:
+        items = alternative
+        while items and _is_space_repeat(*items[0]):
+            items = items[1:]
+        if _is_end(items):
+            continue
+        found = _prefixes(items)
+        if not found or any(not whole or not literal for literal, whole in found):
+            return None
+        stops += [consumed + literal for literal, _ in found]
+    return (pattern[:at], stops, len(consumed)) if stops else None
+
+
+_WRITTEN_CALL = {"name": "{name}", "arguments": "{content}"}
+
+
+def _layout(head: str, openers: list[str], tail: str, closers: list[str], field: Mapping[str, Any]) -> dict[str, str]:
+    """How a grammar writes a call of this field (`TemplateCalls.layout`), read off its patterns where they
+    say it: one opener, JSON arguments from the content and the name from the open pattern's `name` group,
+    and patterns of literals, optional whitespace (written as none) and that group; else why not."""
+    transform = field.get("transform")
+    function = transform.get("function") if isinstance(transform, dict) else None
+    if len(openers) != 1:
+        missing = "several openers (an optional group before the call's own)"
+    elif not closers:
+        missing = "no literal closer (a call that ends at a lookahead or the end of the output: a JSON string " \
+                  "holding what ends it would end it there)"
+    elif field.get("transform_each"):
+        missing = "a list of calls in one envelope (transform_each)"
+    elif field.get("content") != "json" or field.get("content_args"):
+        missing = f"{field.get('content', 'text')} content (a grammar writes one call's JSON arguments)"
+    elif not isinstance(function, dict) or {k: function.get(k) for k in _WRITTEN_CALL} != _WRITTEN_CALL:
+        missing = "a transform other than the name from the open pattern's group and the arguments from the content"
+    else:
+        lead, end = _written(head), _written(tail) if tail else ""
+        if lead is None or end is None or not lead.startswith(openers[0]) or "{name}" not in lead:
+            missing = "an open or close pattern that is not literal text around the name group"
+        else:
+            written = lead[len(openers[0]):] + "{arguments}" + end.removesuffix(closers[0] if closers else "")
+            return {"layout": written}
+    return {"no_layout": f"no grammar layout: {missing}"}
+
+
+def _written(pattern: str) -> str | None:
+    """The text a pattern matches, written plainly: its literals, no optional whitespace, `{name}` for the
+    group `name`; None where it holds anything else."""
+    try:
+        parsed = _sre_parse.parse(pattern, _sre.SRE_FLAG_DOTALL)
+    except Exception:
+        return None
+    named = {number: name for name, number in parsed.state.groupdict.items()}
+
+    def write(items: Any) -> str | None:
+        out = ""
+        for op, av in items:
+            if op == _sre.LITERAL:
+                out += chr(av)
+            elif op == _sre.SUBPATTERN and named.get(av[0]) == "name":
+                out += "{name}"
+            elif op == _sre.SUBPATTERN and av[0] is None:
+                inner = write(av[-1])
+                if inner is None:
+                    return None
+                out += inner
+            elif not (_is_space_repeat(op, av) or op == _sre.ASSERT):
+                return None
+        return out
+
+    return write(parsed)
+
+
+def _is_literal(pattern: str) -> bool:
+    found = set().union(*(_prefixes(branch) for branch in _branches(pattern)))
+    return bool(found) and all(whole and literal for literal, whole in found)
+
+
+def _captures(pattern: str | None) -> bool:
+    return bool(pattern) and bool(compiled_groups(pattern or ""))
+
+
+def _closing(scope: str, field: Mapping[str, Any]) -> tuple[list[str], list[str], tuple[int, ...], str]:
+    """The call field's closers (consumed), stops (a lookahead: left for what follows, but for as many of
+    their characters as the body keeps) and the close pattern the body is matched against at its end
+    ('' where the closers say it all)."""
+    if "close" in field:
+        return _literal_delimiters(scope, field, "close"), [], (), ""
+    pattern = field.get("close_pattern")
+    if pattern is None:
+        return [], [], (), ""  # the field runs to the end of the output, as transformers reads it
+    branches = _branches(pattern)
+    if not branches:
+        raise ValueError(f"{scope}: close_pattern {pattern!r} uses syntax streamparse cannot take apart")
+    ahead = _trailing_lookahead(pattern, branches)
+    if ahead is not None:  # `P(?=A|…)`: the envelope ends after P where A follows it, or at the end
+        tail, stops, keep = ahead
+        return [], stops, (keep,) * len(stops), f"(?:{tail})\\s*"
+    closers, stops = [], []
+    for items in branches:
+        if _is_end(items):
+            continue  # `|\Z`: the end of the output ends the envelope anyway
+        if len(items) == 1 and items[0][0] == _sre.ASSERT and items[0][1][0] == 1:
+            looked = _prefixes(items[0][1][1])
+            if looked and all(whole and literal for literal, whole in looked):
+                stops += [literal for literal, _ in looked]
+                continue
+        literal = _suffix(items)
+        if literal is None:
+            raise ValueError(f"{scope}: close_pattern {pattern!r} does not end with literal text (a lookahead or a "
+                             "class after it); streamparse ends a call at a literal closer or a lookahead of literals")
+        closers.append(literal)
+    tail = pattern if closers and not _is_literal(pattern) else ""
+    stops = sorted(set(stops))
+    return sorted(set(closers)), stops, (0,) * len(stops), tail
+
+
+# ----------------------------------------------------------------- writing a message back
+
+def _renderer(reasoning: tuple[tuple[str, str], ...], envelope: EnvelopeSpec | None) -> Any:
+    """How an imported format writes a message: reasoning in its first tag pair, the content, then each
+    call as a JSON call object between the envelope's first opener and closer (the template says how
+    calls are read, not written: a call field read by another content parser is not written)."""
+    def render(message: Message) -> str:
+        out = f"{reasoning[0][0]}{message.reasoning}{reasoning[0][1]}" if reasoning and message.reasoning else ""
+        out += message.content
+        if message.tool_calls:
+            body = envelope.body if envelope is not None else None
+            if not isinstance(body, JsonCall) or envelope is None:
+                raise ValueError("an imported format whose calls are not JSON call objects cannot write calls")
+            for call in message.tool_calls:
+                payload = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+                out += f"{envelope.openers[0]}{payload}{body.closers[0]}"
+        return out
+
+    return render

@@ -1,0 +1,322 @@
+"""`streamparse.format_from_response_template(template)` against the reference: transformers' own
+`parse_response` with the same template, on the real-template cases of the family the template was
+written for (bench/templates/*.json, written for every family the benchmark reads; the four formats
+`streamparse.response_template` exports). Where the two part, the difference is one docs/formats.md
+lists, checked here as such:
+- CONTENT_KEPT: transformers keeps only the last stretch of a `content` field without `repeats`, and
+  drops text outside every field where the content field has an `open`; streamparse keeps all content
+  (nothing lost), the field's delimiters dropped, and the whitespace between stretches that transformers'
+  `text` parser strips from each. Checked: transformers with the content field as
+  streamparse reads it (the implicit field, `repeats`, joined, its delimiters closing stretches) agrees.
+- RAISES: transformers raises on a body its content parser cannot read; streamparse rejects the call.
+- SCHEMA: streamparse checks calls against the tools' schemas (transformers does not): a call it
+  rejects `schema_violation` is the one transformers returns (checked without tools).
+Then: any chunking streams to the final parse (hypothesis), the round trip through the export, grammars,
+and what is refused, with the construct named."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, assert_nothing_lost, assert_stream_matches, run_stream, shared_cases
+from corpus import CASE_FORMATS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_grammar_properties import TOOLS, generate
+from transformers.utils.chat_parsing import parse_response
+
+import streamparse
+from streamparse.bodies.json_call import JsonCall
+from streamparse.bodies.template_calls import TemplateCalls
+from streamparse.constrain import GrammarUnsupported, grammar_for
+from streamparse.spec import FormatSpec
+from streamparse.template_import import format_from_response_template
+
+BENCH = ROOT / "bench" / "templates"
+EXPORTED = ("hermes", "longcat", "command_r7b", "cohere_command")
+
+
+def _templates() -> list[tuple[str, str, dict[str, Any]]]:
+    found = [(f"bench:{path.stem}", path.stem, json.loads(path.read_text())) for path in sorted(BENCH.glob("*.json"))]
+    return found + [(f"export:{fmt}", fmt, json.loads(json.dumps(streamparse.response_template(fmt))))
+                    for fmt in EXPORTED]
+
+
+TEMPLATES = _templates()
+# What the import refuses, and the construct it names (docs/formats.md lists each).
+REFUSED = {
+    "bench:apriel": r"field 'reasoning_content': open_pattern '\\\\A' is not literal text",
+    "bench:functionary_v3_2": r"field 'tool_calls': open_pattern .* does not start with literal text",
+    "bench:muse_glimmer": r"field 'tool_calls': close_pattern .* does not end with literal text",
+    "bench:pythonic": r"field 'tool_calls': open_pattern .* does not start with literal text",
+}
+IMPORTED = [(label, fmt, template) for label, fmt, template in TEMPLATES if label not in REFUSED]
+# Imported, but read wrongly: every delimiter starts with text the generation prompt writes (harmony's
+# `<|start|>assistant`), which transformers reads from the prompt and the output never holds (docs/formats.md).
+PROMPT_WRITTEN = {"bench:gpt_oss"}
+
+
+def cases(fmt: str) -> list[dict[str, Any]]:
+    """The real-template cases of a format, those the cases files file under another name too (`mistral_args`)."""
+    return [case for name in (fmt, *(n for n, f in CASE_FORMATS.items() if f == fmt)) for case in shared_cases(name)]
+
+
+CASES = [(label, template, case) for label, fmt, template in IMPORTED if label not in PROMPT_WRITTEN
+         for case in cases(fmt)]
+
+
+def _spec(template: dict[str, Any]) -> FormatSpec:
+    return format_from_response_template(template, name="imported")
+
+
+def _prefix(template: dict[str, Any], case: dict[str, Any]) -> str:
+    """The prompt transformers reads: the generation prompt for the exported templates (their anchor takes its
+    end); for a template anchored at its model's assistant header, the reasoning opener a forced-open prompt
+    ends with (the cases' prompts are of several chat templates, not all of them writing that header)."""
+    if "start_anchor_pattern" in template:
+        return str(case["generation_prompt"] or "")
+    opener = template["fields"].get("reasoning_content", {}).get("open")
+    return opener if case["thinking_forced_open"] and isinstance(opener, str) else ""
+
+
+def theirs(output: str, template: dict[str, Any], prefix: str, tools: Any) -> tuple[str, str, list[Any]] | None:
+    try:
+        message = parse_response(output, template, prefix=prefix, tools=tools)
+    except ValueError:
+        return None
+    calls = [(call["function"]["name"], call["function"]["arguments"]) for call in message.get("tool_calls", [])]
+    return message.get("content") or "", message.get("reasoning_content") or "", calls
+
+
+def ours(message: streamparse.Message) -> tuple[str, str, list[Any]]:
+    return message.content, message.reasoning, [(call.name, call.arguments) for call in message.tool_calls]
+
+
+def as_streamparse_keeps_content(template: dict[str, Any]) -> dict[str, Any]:
+    """The template with its content field read as streamparse reads it: every stretch kept, joined, the
+    field's own delimiters closing stretches (dropped)."""
+    changed = json.loads(json.dumps(template))
+    field = changed["fields"]["content"]
+    delimiters = [*_listed(field.pop("open", [])), *_listed(field.pop("close", []))]
+    field.pop("open_pattern", None)
+    pattern = field.pop("close_pattern", None)
+    field.update({"repeats": True, "join": ""})
+    if delimiters or pattern:
+        alternatives = [*(json.dumps(d)[1:-1].replace("|", "\\|").replace("[", "\\[") for d in delimiters)]
+        field["close_pattern"] = "|".join(alternatives + ([pattern] if pattern else []))
+    return changed
+
+
+def _spaceless(read: tuple[str, str, list[Any]]) -> tuple[str, str, list[Any]]:
+    """Content and reasoning without whitespace: transformers strips each stretch it joins (`text`)."""
+    return "".join(read[0].split()), "".join(read[1].split()), read[2]
+
+
+def _listed(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def difference(template: dict[str, Any], case: dict[str, Any]) -> str:
+    """'' where transformers and the import agree on the case, else the listed difference that explains it."""
+    output, tools, prefix = case["output"], case["tools"], _prefix(template, case)
+    spec = _spec(template)
+    message = streamparse.parse(output, spec, tools=tools, thinking_forced_open=case["thinking_forced_open"])
+    reference = theirs(output, template, prefix, tools)
+    if reference == ours(message) and not message.rejected:
+        return ""
+    if reference is None:
+        assert message.rejected and not message.tool_calls, (output, message)
+        return "RAISES"
+    if any(r.status == "schema_violation" for r in message.rejected):
+        untyped = streamparse.parse(output, spec, thinking_forced_open=case["thinking_forced_open"])
+        assert not untyped.rejected and ours(untyped)[2] == theirs(output, template, prefix, None)[2]  # type: ignore[index]
+        return "SCHEMA"
+    assert not message.rejected, message.rejected
+    kept = theirs(output, as_streamparse_keeps_content(template), prefix, tools)
+    assert kept is not None and _spaceless(kept) == _spaceless(ours(message)), (output, reference, kept, ours(message))
+    return "CONTENT_KEPT"
+
+
+@functools.cache
+def case_difference(index: int) -> str:
+    _, template, case = CASES[index]
+    return difference(template, case)
+
+
+@pytest.mark.parametrize("index", range(len(CASES)),
+                         ids=[f"{label}-{c['template']}-{c['case']}" for label, _, c in CASES])
+def test_the_import_reads_the_cases_as_transformers_does_or_as_a_listed_difference(index: int) -> None:
+    assert case_difference(index) in ("", "RAISES", "SCHEMA", "CONTENT_KEPT")
+
+
+def test_delimiters_the_prompt_writes_are_not_found_in_the_output() -> None:
+    template = next(t for lb, _, t in IMPORTED if lb in PROMPT_WRITTEN)
+    case = next(c for c in shared_cases("gpt_oss") if c["case"] == "plain_content")
+    assert streamparse.parse(case["output"], _spec(template)).content.startswith("<|channel|>final<|message|>")
+
+
+def test_the_templates_of_the_families_with_cases_import_and_most_cases_are_exact() -> None:
+    exact = sum(case_difference(index) == "" for index in range(len(CASES)))
+    assert len({label for label, _, _ in CASES}) >= 25
+    assert exact >= 0.85 * len(CASES), (exact, len(CASES))
+
+
+def test_the_exported_templates_read_their_cases_exactly() -> None:
+    exported = [index for index, (label, _, _) in enumerate(CASES) if label.startswith("export:")]
+    assert len(exported) == sum(len(shared_cases(fmt)) for fmt in EXPORTED)
+    for index in exported:
+        assert case_difference(index) == "", CASES[index][0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_chunking_streams_to_the_final_parse(data: st.DataObject) -> None:
+    label, template, case = data.draw(st.sampled_from(CASES))
+    spec = _spec(template)
+    text = case["output"]
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(text)), max_size=12)))
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    options = {"format": spec, "tools": case["tools"], "thinking_forced_open": case["thinking_forced_open"]}
+    folded, message = run_stream(chunks, **options)
+    whole = streamparse.parse(text, **options)  # type: ignore[arg-type]
+    assert ours(message) == ours(whole) and message.rejected == whole.rejected, label
+    assert_stream_matches(folded, message)
+    assert_nothing_lost(text, message, spec)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", EXPORTED)
+def test_the_round_trip_through_the_export_parses_as_the_declared_format(fmt: str) -> None:
+    spec = format_from_response_template(streamparse.response_template(fmt))
+    for case in shared_cases(fmt):
+        options = {"tools": case["tools"], "thinking_forced_open": case["thinking_forced_open"]}
+        assert ours(streamparse.parse(case["output"], spec, **options)) \
+            == ours(streamparse.parse(case["output"], fmt, **options)), case["case"]
+
+
+GRAMMAR_TEMPLATES = {"export:hermes": JsonCall, "bench:functionary_v3_1": TemplateCalls}
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(label=st.sampled_from(sorted(GRAMMAR_TEMPLATES)), required=st.booleans(), data=st.data())
+def test_a_grammar_of_an_imported_format_writes_what_it_parses(label: str, required: bool,
+                                                               data: st.DataObject) -> None:
+    spec = _spec(next(template for lb, _, template in TEMPLATES if lb == label))
+    assert isinstance(spec.envelopes[0].body, GRAMMAR_TEMPLATES[label])
+    text = generate(spec, "required" if required else "auto", data)  # type: ignore[arg-type]
+    if text is None:
+        return
+    message = streamparse.parse(text, spec, tools=TOOLS)
+    assert message.rejected == [], (text, message.rejected)
+    assert not required or message.tool_calls
+
+
+@pytest.mark.parametrize(("label", "missing"), [
+    ("bench:qwen3_coder", "xml-inline content"), ("bench:kimi_k2", "several openers"),
+    ("bench:mistral", "no literal closer"), ("bench:nemotron", "a list of calls"),
+    ("bench:hermes", "a transform other than")])
+def test_a_template_calls_kind_without_a_layout_says_what_is_missing(label: str, missing: str) -> None:
+    spec = _spec(next(template for lb, _, template in TEMPLATES if lb == label))
+    assert isinstance(spec.envelopes[0].body, TemplateCalls)
+    with pytest.raises(GrammarUnsupported, match=f"TemplateCalls.*no grammar layout: {missing}"):
+        grammar_for(spec, TOOLS, tool_choice="required")
+
+
+@pytest.mark.parametrize("label", sorted(REFUSED))
+def test_what_has_no_place_is_refused_naming_the_construct(label: str) -> None:
+    template = next(t for lb, _, t in TEMPLATES if lb == label)
+    with pytest.raises(ValueError, match=REFUSED[label]):
+        format_from_response_template(template)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "{content}"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+HERMES_FIELDS = {"content": {"content": "text"}, "tool_calls": {"open": "<tool_call>", "close": "</tool_call>",
+                                                                  "content": "json", "repeats": True}}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"fields": {}}, "fields must be a non-empty dict"),
+    ({"version": 2}, "unsupported response_template version 2"),
+    ({"properties": {}, "x-regex": "x"}, "legacy x-regex response_schema"),
+    ({"defaults": {"role": "assistant", "lang": "en"}}, "only 'role' has a place"),
+    ({"fields": {**HERMES_FIELDS, "summary": {"open": "<s>", "close": "</s>"}}}, "a field named 'summary'"),
+    ({"fields": {"content": {"content": "yaml"}}}, "unknown content parser 'yaml'"),
+    ({"fields": {"content": {"content": "text", "colour": 1}}}, r"unknown keys \['colour'\]"),
+    ({"fields": {"a": {}, "content": {}}}, "at most one response_template field may have no"),
+    ({"fields": {"content": {"open_pattern": "(a+)+b", "close": "c"}}}, "repeats a repetition"),
+    ({"fields": {"content": {"open_pattern": "(?:x|\\w*)*y", "close": "c"}}}, "repeats an alternation"),
+    ({"fields": {"content": {"open_pattern": "<(?:a|aa)*>", "close": "c"}}}, "repeats an alternation"),
+    ({"fields": {"content": {"open_pattern": "<(a)\\1>", "close": "c"}}}, "refers back to a group"),
+    ({"fields": {"content": {"open_pattern": "a" * 2001, "close": "c"}}}, "streamparse reads patterns of at most"),
+    ({"fields": {"content": {"open_pattern": "(", "close": "c"}}}, "invalid open_pattern regex"),
+    ({"fields": {"content": {}, "tool_calls": {"open": "<c>", "transform": "{content} x"}}}, "mixes a"),
+    ({"fields": {"content": {}, "tool_calls": {"open": "<c>", "transform": _nested(5000)}}}, "nested too deeply"),
+    ({"fields": {"content": {}, "tool_calls": {"open_pattern": "<c (?P<n>\\w+)>"}}}, None),
+])
+def test_a_bad_template_gets_a_clear_error(change: dict[str, Any], message: str | None) -> None:
+    template = {"version": 1, "start_anchor": "A:", "fields": HERMES_FIELDS, **change}
+    if message is None:  # named groups without a transform: transformers refuses them; so do we not, quietly
+        format_from_response_template(template)
+        return
+    with pytest.raises(ValueError, match=message):
+        format_from_response_template(template)
+
+
+def test_a_crafted_output_cannot_run_a_pattern_for_long() -> None:
+    # The real qwen3_coder template's tag pattern (`<parameter=K>(?P<value>.*?)</parameter>`) passes the check,
+    # but on parameters that never close each try runs to the end: quadratic, 28 KB of them already seconds.
+    # The regex module's timeout ends it and the call is rejected saying so.
+    spec = _spec(json.loads((BENCH / "qwen3_coder.json").read_text()))
+    body = "<tool_call>\n<function=f>\n" + "<parameter=k>x" * 4000 + "</function>\n</tool_call>"
+    message = streamparse.parse(body, spec)
+    assert message.tool_calls == [] and "ran out of time" in message.rejected[0].errors[0]
+
+
+def test_a_model_directory_without_a_declared_format_uses_its_response_template(tmp_path: Path) -> None:
+    template = json.loads((BENCH / "qwen3_coder.json").read_text())
+    chat_template = "{% for m in messages %}<turn>{{ m.content }}{% endfor %}<turn>"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": chat_template,
+                                                                "response_template": template}))
+    from streamparse.serve.template import ChatTemplate
+
+    spec, why = ChatTemplate(str(tmp_path)).choose_format()
+    assert isinstance(spec, FormatSpec) and "no declared format matches" in why and "response_template" in why
+    text = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>"
+    assert [(c.name, c.arguments) for c in streamparse.parse(text, spec).tool_calls] == [("f", {"a": "1"})]
+    # A template a declared format matches keeps it; the checkpoint's response_template is not read.
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "<tool_call>" + chat_template,
+                                                                "response_template": template}))
+    assert ChatTemplate(str(tmp_path)).choose_format()[0] == "hermes"
+    shown = subprocess.run([sys.executable, "-m", "streamparse", "detect", str(tmp_path / "missing")],
+                           capture_output=True, text=True, check=False)
+    assert shown.returncode != 0
+
+
+def test_the_cli_names_and_shows_an_imported_format(tmp_path: Path) -> None:
+    template = json.loads((BENCH / "glm45.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "<turn>{{ messages }}",
+                                                                "response_template": template}))
+    run = [sys.executable, "-m", "streamparse"]
+    found = subprocess.run([*run, "detect", str(tmp_path)], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert found.returncode == 0 and found.stdout == "response_template\n", found.stderr
+    assert "no declared format matches" in found.stderr
+    shown = subprocess.run([*run, "formats", "--show", str(tmp_path)], capture_output=True, text=True, check=True,
+                           cwd=ROOT)
+    declared = json.loads(shown.stdout)
+    assert declared["reasoning"] == [["<think>", "</think>"]]
+    assert declared["envelopes"][0]["openers"] == ["<tool_call>"]
+    assert declared["envelopes"][0]["body"]["kind"] == "TemplateCalls"
+    hermes = json.loads(subprocess.run([*run, "formats", "--show", "qwen3"], capture_output=True, text=True,
+                                       check=True, cwd=ROOT).stdout)
+    assert hermes["name"] == "hermes" and hermes["envelopes"][0]["body"]["kind"] == "JsonCall"
