@@ -122,22 +122,42 @@ class _Renderer:
     def __init__(self, template: Any, kwargs: Mapping[str, Any]) -> None:
         self.template = template
         self.kwargs = dict(kwargs)
-        self.tools = _tools()
+        self.tools: list[dict[str, Any]] = _tools()
         self.ends: tuple[str, ...] = ()
 
-    def prompt(self) -> str:
-        return str(self.template.render([{"role": "user", "content": _USER}], self.tools, True, **self.kwargs))
+    def _render(self, messages: list[Mapping[str, Any]], generation: bool, given: tuple[str, str]) -> str:
+        """Rendered in the sandbox, within its deadline, without `ChatTemplate.render`'s capability checks
+        (a probe is what finds what the template renders); `given` is how a null content and the
+        arguments are passed (`Capabilities.null_content`, `.arguments`)."""
+        variables = self.template._variables(messages, self.tools or None, generation, self.kwargs, *given)
+        return str(self.template._render_prepared(variables))
 
-    def turn(self, message: Mapping[str, Any]) -> str | None:
-        """The assistant turn as the model writes it (the end of turn cut off), or None where the
-        template refuses it."""
+    def prompt(self) -> str:
         from .serve.errors import TemplateRenderError
 
         try:
-            prompt = self.prompt()
-            full = str(self.template.render([{"role": "user", "content": _USER}, message], self.tools, False,
-                                            **self.kwargs))
+            return self._render([{"role": "user", "content": _USER}], True, ("absent", "object"))
         except TemplateRenderError:
+            if not self.tools:
+                raise
+        self.tools = []  # a template that cannot render tool lists (Apertus's wants other fields): none
+        return self._render([{"role": "user", "content": _USER}], True, ("absent", "object"))
+
+    def turn(self, message: Mapping[str, Any]) -> str | None:
+        """The assistant turn as the model writes it (the end of turn cut off), or None where the
+        template refuses it. Calls are given as transformers gives them, else as the template takes them."""
+        from .serve.errors import TemplateRenderError
+
+        full = None
+        for given in (("absent", "object"), ("empty", "object"), ("absent", "text"), ("empty", "text")):
+            try:
+                prompt = self.prompt()
+                full = self._render([{"role": "user", "content": _USER}, message], False, given)
+            except TemplateRenderError:
+                continue
+            if not message.get("tool_calls") or _NAMES[0] in full or _IDS[0] in full:
+                break
+        if full is None:
             return None
         at = len(prompt)
         if not full.startswith(prompt):  # the turn does not continue the prompt: from where they part,
@@ -317,6 +337,8 @@ def _probe(template: Any, text_of_template: str) -> _Found:
     renders: dict[str, tuple[dict[str, Any], str]] = {}
     for name, message in probes.items():
         text = renderer.turn(message)
+        if name == "two_calls" and text is not None and _NAMES[1] not in text:
+            text = None  # the template renders only the first call of a turn (GigaChat 3.1)
         if text is not None and (name != "reasoning" or _REASONING in text):
             renders[name] = (message, _strip_lead(text, reasoning, framing))
     return _Found(kwargs, ends, framing, reasoning, forced, renders)
