@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import socket
+import subprocess
+import sys
 from collections import defaultdict
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -278,3 +283,56 @@ def test_the_summary_names_the_parts() -> None:
     assert isinstance(found, Derivation)
     summary = found.summary()
     assert "tagged_params" in summary and "'<parameter='" in summary and "'</function>'" in summary
+
+
+# ----------------------------------------------------------------- the command line
+
+# A template no declared format knows: calls as `<fncall>{"name", "arguments"}</fncall>`.
+UNKNOWN = """{%- for m in messages %}<|{{ m.role }}|>
+{%- if m.content %}{{ m.content }}{% endif %}
+{%- for c in m.tool_calls or [] %}<fncall>{{ c.function | tojson }}</fncall>{% endfor %}<|end|>
+{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"""
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streamparse", *args], input=stdin, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_detect_derives_a_format_for_a_template_none_matches(tmp_path: Path) -> None:
+    assert streamparse.detect_format(UNKNOWN) is None
+    template = tmp_path / "unknown.jinja"
+    template.write_text(UNKNOWN, encoding="utf-8")
+    done = _cli("detect", str(template))
+    assert done.returncode == 0, done.stderr
+    assert "no declared format matches" in done.stderr
+    assert "calls: json_call" in done.stdout and "call opener: '<fncall>'" in done.stdout
+    assert _cli("detect", "-", stdin=UNKNOWN).stdout == done.stdout
+    shown = _cli("detect", "--show", str(QWEN3))  # a declared format matches: --show derives all the same
+    assert shown.returncode == 0 and "reasoning: '<think>' ... '</think>'" in shown.stdout
+    assert _cli("detect", str(QWEN3)).stdout.strip() == "hermes"
+    refused = tmp_path / "plain.jinja"
+    refused.write_text("{{ messages[0].content }}", encoding="utf-8")
+    done = _cli("detect", str(refused))
+    assert done.returncode == 1 and "none derived: derive_format: could not place the content" in done.stderr
+
+
+def test_serve_uses_and_logs_a_derived_format(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    template = tmp_path / "unknown.jinja"
+    template.write_text(UNKNOWN, encoding="utf-8")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "streamparse", "serve", "--upstream", "http://127.0.0.1:9/v1",
+                               "--chat-template", str(template), "--text-prompt", "--port", str(port)],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        lines = [server.stderr.readline() for _ in range(9)]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    log = "".join(lines)
+    assert "no declared format matches the chat template; using one derived from its renders" in log
+    assert "call opener: '<fncall>'" in log and re.search(r"serve: derived-[0-9a-f]+ format", log)
