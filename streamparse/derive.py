@@ -221,6 +221,16 @@ def _markers(text: str) -> list[str]:
     return [*pieces, piece] if piece else pieces
 
 
+def _tokens(text: str) -> list[str]:
+    """`_markers`, each cut further into the special-token-like markers it is made of, where it is
+    made only of them (`</tool_calls><｜hy_eos｜>` is two)."""
+    out: list[str] = []
+    for piece in _markers(text):
+        parts = _MARKER.findall(piece)
+        out += parts if parts and "".join(parts) == piece else [piece]
+    return out
+
+
 def _json_at(text: str, value: Any) -> tuple[int, int] | None:
     """Where a JSON text equal to `value` starts and ends in `text` (the first), or None."""
     decoder = json.JSONDecoder()
@@ -260,7 +270,7 @@ def _end_of_turn(renderer: _Renderer) -> tuple[tuple[str, ...], str]:
     if text is None or _CONTENT not in text:
         raise DeriveError("content", "the template does not render an assistant turn's content")
     at = text.index(_CONTENT)
-    return tuple(_markers(text[at + len(_CONTENT):])), text[:at]
+    return tuple(_tokens(text[at + len(_CONTENT):])), text[:at]
 
 
 def _mirrored_tags(text: str) -> list[tuple[str, str]]:
@@ -295,7 +305,7 @@ def _reasoning(template: Any, ends: tuple[str, ...], before_content: str,
             closer = closer_text.strip(_WS)
             forced = not opener
             if forced:  # the generation prompt wrote the opener: its last marker
-                tail = _markers(prompt)
+                tail = _tokens(prompt)
                 opener = tail[-1] if tail else ""
             framing = before_content.strip(_WS)
             if closer and framing.startswith(closer):  # the content turn's empty block, closed
@@ -368,6 +378,7 @@ class _Calls:
     reserved: tuple[str, ...]
     untyped: bool
     found: dict[str, str]
+    ends: tuple[str, ...] = ()  # markers that end a turn with calls
 
 
 def _split_call_markers(prefix: str, middle: str, suffix: str) -> tuple[str, str, str, str]:
@@ -380,20 +391,24 @@ def _split_call_markers(prefix: str, middle: str, suffix: str) -> tuple[str, str
 
 
 def _envelope_markers(opener: str, closer: str, wrap_open: str,
-                      wrap_close: str) -> tuple[str, str, WrapperSpec | None]:
+                      wrap_close: str) -> tuple[str, str, WrapperSpec | None, tuple[str, ...]]:
     """Markers split at whitespace: the last of a per-call opener (and the first of its closer) is the
-    call's own; those before it wrap the call (Qwen3-Coder's `<tool_call>` around `<function=`)."""
+    call's own; those before it wrap the call (Qwen3-Coder's `<tool_call>` around `<function=`). Markers
+    after the calls that close nothing end the turn (Hy3's `<｜hy_eos｜>`, Functionary's `<|eom_id|>`):
+    the fourth item."""
     opens, closes = _markers(opener), _markers(closer)
     outer_open = [*_markers(wrap_open), *opens[:-1]]
-    outer_close = [*closes[1:], *_markers(wrap_close)]
+    outer_close = [*closes[1:], *_tokens(wrap_close)]
+    ends = tuple(outer_close[len(outer_open):])
+    outer_close = outer_close[:len(outer_open)]
     wrapper = None
-    if outer_open and outer_close:
-        wrapper = WrapperSpec((" ".join(outer_open),), (" ".join(outer_close),)) if len(outer_open) == 1 == len(
-            outer_close) else WrapperSpec((outer_open[-1],), (outer_close[0],))
-    elif outer_open or outer_close:
-        raise DeriveError("call wrapper", f"an opener {outer_open!r} without a closer {outer_close!r} (or the "
-                                          "reverse) around the calls")
-    return (opens[-1] if opens else ""), (closes[0] if closes else ""), wrapper
+    if outer_open and len(outer_close) == len(outer_open):
+        wrapper = WrapperSpec((" ".join(outer_open),), (" ".join(outer_close),)) if len(outer_open) == 1 \
+            else WrapperSpec((outer_open[-1],), (outer_close[0],))
+    elif outer_open:
+        raise DeriveError("call wrapper", f"an opener {outer_open!r} without a closer {outer_close!r} around the "
+                                          "calls")
+    return (opens[-1] if opens else ""), (closes[0] if closes else ""), wrapper, ends
 
 
 def _json_calls(found: _Found) -> _Calls | None:
@@ -428,10 +443,10 @@ def _json_calls(found: _Found) -> _Calls | None:
     if not two or (listed and len(pieces) == 1):  # both calls in one list (or one call only): one envelope
         wire = two[1] if two else text
         span = pieces[0] if two else _json_values(text)[0]
-        opener, closer, wrapper = _envelope_markers(wire[:span[0]], wire[span[1]:], "", "")
+        opener, closer, wrapper, ends = _envelope_markers(wire[:span[0]], wire[span[1]:], "", "")
     elif len(pieces) == 2:
         (s1, e1), (s2, e2) = pieces
-        opener, closer, wrapper = _envelope_markers(*_split_call_markers(two[1][:s1], two[1][e1:s2], two[1][e2:]))
+        opener, closer, wrapper, ends = _envelope_markers(*_split_call_markers(two[1][:s1], two[1][e1:s2], two[1][e2:]))
     else:
         raise DeriveError("second call", f"two calls render as {two[1]!r}")
     if not opener:
@@ -440,7 +455,7 @@ def _json_calls(found: _Found) -> _Calls | None:
                     stops=(opener,) if not closer else (), id_keys=(id_key,) if id_key else (),
                     end_at_value=not closer, call_list=listed, name_keys=(name_key,), argument_keys=(argument_key,),
                     named_by_key=by_key)
-    return _Calls("json_call", body, opener, wrapper, (), False,
+    return _Calls("json_call", body, opener, wrapper, (), False, ends=ends, found=
                   {"call opener": opener, "call closer": closer, "name key": name_key, "arguments key": argument_key,
                    **({"id key": id_key} if id_key else {}), **({"list": "yes"} if listed else {})})
 
@@ -474,14 +489,14 @@ def _header_json(found: _Found) -> _Calls | None:
     separator = text[name_at + len(_NAMES[0]):place[0]]
     two = found.renders.get("two_calls")
     if two is None:  # the template renders one call a turn: its markers are all around it
-        opener, closer, wrapper = _envelope_markers(text[:name_at], text[place[1]:], "", "")
+        opener, closer, wrapper, ends = _envelope_markers(text[:name_at], text[place[1]:], "", "")
     else:
         wire = two[1]
         n1, n2 = _word(wire, _NAMES[0]), _word(wire, _NAMES[1])
         a1, a2 = _json_at(wire, {_KEYS[0]: _VALUES[0]}), _json_at(wire, {_KEYS[0]: _VALUES[1]})
         if a1 is None or a2 is None:
             raise DeriveError("second call", f"two calls render as {wire!r}")
-        opener, closer, wrapper = _envelope_markers(*_split_call_markers(wire[:n1], wire[a1[1]:n2], wire[a2[1]:]))
+        opener, closer, wrapper, ends = _envelope_markers(*_split_call_markers(wire[:n1], wire[a1[1]:n2], wire[a2[1]:]))
     if not opener:
         raise DeriveError("call opener", f"nothing marks where a call starts in {wire!r}")
     trail = ""
@@ -521,7 +536,7 @@ def _header_json(found: _Found) -> _Calls | None:
         value_lead = define_grammar(f"value_lead = {_rx(lead)}")
         body = FirstCharacter(choices=((r"[\s\S]", named),), closers=(), stops=(opener,), tag=opener,
                               value_lead=(value_lead, "value_lead"))
-    return _Calls("header_json", body, opener, wrapper, (), False,
+    return _Calls("header_json", body, opener, wrapper, (), False, ends=ends, found=
                   {"call opener": opener, "call closer": closer, "name to arguments": separator,
                    **({"after arguments": trail} if trail else {})})
 
@@ -567,7 +582,7 @@ def _tagged_params(found: _Found) -> _Calls | None:
     e1, e2 = _word(wire, _VALUES[0]) + len(_VALUES[0]), _word(wire, _VALUES[1]) + len(_VALUES[1])
     first_close = wire.index(param_close, e1) + len(param_close)
     last_close = wire.index(param_close, e2) + len(param_close)
-    opener, closer, wrapper = _envelope_markers(*_split_call_markers(wire[:n1], wire[first_close:n2],
+    opener, closer, wrapper, ends = _envelope_markers(*_split_call_markers(wire[:n1], wire[first_close:n2],
                                                                      wire[last_close:]))
     if not opener or not closer:
         raise DeriveError("call markers", f"two calls render as {wire!r}: no marker opens and closes each call")
@@ -601,7 +616,7 @@ def _tagged_params(found: _Found) -> _Calls | None:
                         newline_before_next_element=not newline_framed, head_closer=head_end or "\n",
                         head_form="{name}" + head_end, param_form="{key}" + "{ws}".join(key_close.split()),
                         python_values=python_values)
-    return _Calls("tagged_params", body, opener, wrapper, (closer, param_open, param_close), True,
+    return _Calls("tagged_params", body, opener, wrapper, (closer, param_open, param_close), True, ends=ends, found=
                   {"call opener": opener, "call closer": closer, "after the name": head_end,
                    "argument opener": param_open, "after the key": key_close, "argument closer": param_close})
 
@@ -688,7 +703,7 @@ def _declare(template: Any, found: _Found) -> Derivation:
         reserved=calls.reserved,
         untyped_values=calls.untyped,
         framing=found.content_framing,
-        trailing_framing=found.ends,
+        trailing_framing=tuple(dict.fromkeys((*found.ends, *calls.ends))),
     )
     derivation = Derivation(spec, found.kwargs, found.reasoning, found.forced_open, calls.layout, calls.found)
     _check(derivation, found)
