@@ -36,7 +36,7 @@ from .bodies.header_json import HeaderJson
 from .bodies.json_call import JsonCall
 from .bodies.tagged_params import TaggedParams
 from .grammar import define_grammar
-from .spec import BodyKind, EnvelopeSpec, FormatSpec, WrapperSpec
+from .spec import AnchorSpec, BodyKind, EnvelopeSpec, FormatSpec, WrapperSpec
 from .types import Message
 
 __all__ = ["Derivation", "DeriveError", "derive", "derive_format"]
@@ -379,6 +379,7 @@ class _Calls:
     untyped: bool
     found: dict[str, str]
     ends: tuple[str, ...] = ()  # markers that end a turn with calls
+    anchor: AnchorSpec | None = None  # the call has no opener: it is found by where it stands
 
 
 def _split_call_markers(prefix: str, middle: str, suffix: str) -> tuple[str, str, str, str]:
@@ -449,8 +450,18 @@ def _json_calls(found: _Found) -> _Calls | None:
         opener, closer, wrapper, ends = _envelope_markers(*_split_call_markers(two[1][:s1], two[1][e1:s2], two[1][e2:]))
     else:
         raise DeriveError("second call", f"two calls render as {two[1]!r}")
-    if not opener:
-        raise DeriveError("call opener", f"nothing marks where a call starts in {text!r} (a bare JSON call)")
+    if not opener and (listed or closer or wrapper):
+        raise DeriveError("call opener", f"nothing marks where a call starts in {text!r}")
+    if not opener:  # a bare call object, the whole turn (Llama 3.x): anchored at the start of the output
+        first = json.dumps(next(iter(objects[0])))
+        space = r"[ \t\r\n]{0,64}"
+        anchor = AnchorSpec(lead=rf"\{{{space}{re.escape(first)}{space}:", at_start=True, may_be_content=True,
+                            body=JsonCall("hermes", closers=(), tag="the call object", end_at_value=True,
+                                          call_keys=tuple(call), name_keys=(name_key,),
+                                          argument_keys=(argument_key,)))
+        return _Calls("json_call", anchor.body, "", None, (), False, ends=ends, anchor=anchor,
+                      found={"call": "a bare JSON object, the whole output", "name key": name_key,
+                             "arguments key": argument_key})
     body = JsonCall("call_list" if listed else "hermes", closers=(closer,) if closer else (), tag=opener,
                     stops=(opener,) if not closer else (), id_keys=(id_key,) if id_key else (),
                     end_at_value=not closer, call_list=listed, name_keys=(name_key,), argument_keys=(argument_key,),
@@ -697,7 +708,8 @@ def _declare(template: Any, found: _Found) -> Derivation:
         name=f"derived-{digest}",
         aliases=(),
         reasoning=(found.reasoning,) if found.reasoning else (),
-        envelopes=(EnvelopeSpec(openers=(calls.opener,), body=calls.body),),
+        envelopes=(EnvelopeSpec(openers=(calls.opener,), body=calls.body),) if calls.anchor is None else (),
+        anchors=(calls.anchor,) if calls.anchor is not None else (),
         wrappers=(calls.wrapper,) if calls.wrapper else (),
         render=render,
         reserved=calls.reserved,
