@@ -155,7 +155,7 @@ class _Renderer:
                 full = self._render([{"role": "user", "content": _USER}, message], False, given)
             except TemplateRenderError:
                 continue
-            if not message.get("tool_calls") or _NAMES[0] in full or _IDS[0] in full:
+            if not message.get("tool_calls") or ((_NAMES[0] in full or _IDS[0] in full) and not _python_repr(full)):
                 break
         if full is None:
             return None
@@ -219,6 +219,12 @@ def _markers(text: str) -> list[str]:
         else:
             piece += char
     return [*pieces, piece] if piece else pieces
+
+
+def _python_repr(text: str) -> bool:
+    """Whether a render printed the probe arguments with Python's `repr` (`{'qzqarg': 'XXXXzq'}`): a
+    template that takes them as JSON text (Apriel 1.5) is then given them so."""
+    return any(f"'{value}'" in text for value in _VALUES) and not any(f'"{value}"' in text for value in _VALUES)
 
 
 def _tokens(text: str) -> list[str]:

@@ -50,6 +50,8 @@ CASES = _cases()
 # part `derive_format` names.
 EXACT: dict[str, int] = {
     "Apertus-8B-Instruct-2509.jinja": 7,
+    "Apriel-1.5-15b-Thinker.jinja": 8,
+    "Apriel-1.5-unsloth.jinja": 8,
     "Apriel-1.6-15b-Thinker-fixed.jinja": 4,
     "Cohere2MoE.jinja": 2,
     "DeepSeek-R1-0528.jinja": 8,
