@@ -264,6 +264,11 @@ def test_the_template_may_be_given_as_text_path_mapping_or_chat_template() -> No
                                 "</tool_call>", format=specs[0])
     assert (message.reasoning.strip(), message.content.strip(), message.tool_calls[0].arguments) == ("r", "hi",
                                                                                                       {"a": 1})
+    written = specs[0].render(message)  # a derived format writes a message back as the template does
+    assert written.startswith("<think>\nr\n</think>\n\nhi") and "<tool_call>" in written
+    again = streamparse.parse(written, format=specs[0])
+    assert (again.content, again.reasoning, again.tool_calls[0].arguments) == (message.content.strip(),
+                                                                               message.reasoning.strip(), {"a": 1})
 
 
 def test_a_template_that_renders_no_calls_names_the_calls() -> None:
@@ -343,3 +348,11 @@ def test_serve_uses_and_logs_a_derived_format(tmp_path: Path) -> None:
     log = "".join(lines)
     assert "no declared format matches the chat template; using one derived from its renders" in log
     assert "call opener: '<fncall>'" in log and re.search(r"serve: derived-[0-9a-f]+ format", log)
+
+
+def test_a_template_that_never_ends_is_stopped_by_its_deadline() -> None:
+    from streamparse.serve.template import ChatTemplate, DeadlineExceeded
+
+    endless = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    with pytest.raises(DeadlineExceeded):
+        streamparse.derive_format(ChatTemplate(endless, render_timeout=0.3))
