@@ -412,6 +412,9 @@ def _envelope_markers(opener: str, closer: str, wrap_open: str,
     if outer_open and len(outer_close) == len(outer_open):
         wrapper = WrapperSpec((" ".join(outer_open),), (" ".join(outer_close),)) if len(outer_open) == 1 \
             else WrapperSpec((outer_open[-1],), (outer_close[0],))
+    elif outer_open and not outer_close and not closes:  # no closer anywhere: the whole prefix opens the call,
+        # as written up to the call (its last newline too: a grammar then writes it, GigaChat 3's header)
+        return f"{wrap_open}{opener}".lstrip(_WS) if wrap_open.strip(_WS) else opener.lstrip(_WS), "", None, ends
     elif outer_open:
         raise DeriveError("call wrapper", f"an opener {outer_open!r} without a closer {outer_close!r} around the "
                                           "calls")
