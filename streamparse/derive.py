@@ -726,7 +726,12 @@ def _declare(template: Any, found: _Found) -> Derivation:
         framing=found.content_framing,
         trailing_framing=tuple(dict.fromkeys((*found.ends, *calls.ends))),
     )
-    derivation = Derivation(spec, found.kwargs, found.reasoning, found.forced_open, calls.layout, calls.found)
+    parts = dict(calls.found)
+    if calls.wrapper is not None:
+        parts["calls wrapped in"] = f"{calls.wrapper.openers[0]} ... {calls.wrapper.closers[0]}"
+    if spec.framing or spec.trailing_framing:
+        parts["framing"] = " ".join((*spec.framing, *spec.trailing_framing))
+    derivation = Derivation(spec, found.kwargs, found.reasoning, found.forced_open, calls.layout, parts)
     _check(derivation, found)
     return derivation
 

@@ -342,7 +342,9 @@ def test_serve_uses_and_logs_a_derived_format(tmp_path: Path) -> None:
                               stderr=subprocess.PIPE, text=True)
     try:
         assert server.stderr is not None
-        lines = [server.stderr.readline() for _ in range(9)]
+        lines = []
+        while not lines or ("format, model" not in lines[-1] and len(lines) < 40):  # up to the line naming the format
+            lines.append(server.stderr.readline())
     finally:
         server.terminate()
         server.wait(timeout=30)
