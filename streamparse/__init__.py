@@ -19,6 +19,7 @@ from .validation import Tools
 
 if TYPE_CHECKING:
     from .batch.many import parse_many
+    from .derive import derive_format
     from .export import response_template
     from .template_import import format_from_response_template
 
@@ -33,6 +34,7 @@ __all__ = [
     "ToolCallDelta",
     "Tools",
     "astream",
+    "derive_format",
     "detect_format",
     "detect_marker_suffix",
     "format_from_response_template",
@@ -51,6 +53,7 @@ _LAZY = {"ChatTemplate": "serve.template", "TemplateRenderError": "serve.templat
          "ControlTokenError": "serve.marking", "grammar_for": "constrain", "grammar_triggers": "constrain",
          "response_template": "export", "format_from_response_template": "template_import"}
 _LAZY.update(parse_many="batch.many")  # the batch package (process pools), imported only when used
+_LAZY.update(derive_format="derive")  # renders the chat template: jinja2, the server extra
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ from . import __version__
 from .cli_flags import UsageError, add_option_flags, options_from_flags
 from .detect import detect_format, detect_marker_suffix
 from .engine import StreamParser
-from .registry import formats, get_format
+from .registry import formats, get_format, register_format
 from .serve.limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -185,26 +185,56 @@ def _template_source(name: str) -> Path | str | dict[str, Any]:
 
 def _cmd_detect(opts: argparse.Namespace, out: TextIO) -> int:
     try:
-        found = detect_format(_template_source(opts.template))
+        source = _template_source(opts.template)
+        found = None if opts.show else detect_format(source)
     except OSError as error:
         raise UsageError(f"cannot read {opts.template}: {error}") from None
     except ValueError as error:
         raise UsageError(str(error)) from None
-    if found is None:
+    if found is None and not opts.show:
         template = _response_template_of(_template_source(opts.template))
-        if template is None:
-            print(f"streamparse: no known format in {opts.template}", file=sys.stderr)
-            return 1
-        try:
-            format_from_response_template(template)
-        except ValueError as error:
-            raise UsageError(f"no declared format matches {opts.template}, and its response_template cannot be "
-                             f"read: {error}") from None
-        print(f"streamparse: no declared format matches {opts.template}; its checkpoint's response_template is "
-              f"read (streamparse formats --show {opts.template})", file=sys.stderr)
-        found = "response_template"
-    out.write(found + "\n")
+        if template is not None:
+            try:
+                format_from_response_template(template)
+            except ValueError as error:
+                raise UsageError(f"no declared format matches {opts.template}, and its response_template cannot be "
+                                 f"read: {error}") from None
+            print(f"streamparse: no declared format matches {opts.template}; its checkpoint's response_template is "
+                  f"read (streamparse formats --show {opts.template})", file=sys.stderr)
+            found = "response_template"
+    if found is not None:
+        out.write(found + "\n")
+        return 0
+    from .derive import DeriveError, derive
+
+    if not opts.show:
+        print(f"streamparse: no declared format matches {opts.template}, and it ships no response_template; "
+              "deriving one from its renders", file=sys.stderr)
+    try:
+        derivation = derive(source)
+    except ImportError as error:
+        raise UsageError(f"deriving a format needs the server extra (jinja2): {error}") from None
+    except DeriveError as error:
+        print(f"streamparse: no known format in {opts.template}, and none derived: {error}", file=sys.stderr)
+        return 1
+    out.write(derivation.summary() + "\n")
     return 0
+
+
+def _derived_format(template: Any, origin: str) -> str:
+    """`serve`'s format for a chat template no declared format matches: one derived from it, registered
+    under its name (`streamparse.derive`); what was derived is logged."""
+    from .derive import DeriveError, derive
+
+    try:
+        derivation = derive(template)
+    except DeriveError as error:
+        raise UsageError(f"no known format in the chat template {origin}, and none derived ({error}); "
+                         "pass --format") from None
+    register_format(derivation.spec, replace=True)
+    print(f"streamparse serve: no declared format matches the chat template; using one derived from its renders:\n"
+          f"{derivation.summary()}", file=sys.stderr, flush=True)
+    return derivation.spec.name
 
 
 def _cmd_demo(opts: argparse.Namespace, out: TextIO) -> int:
@@ -256,9 +286,11 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
     if opts.format is None:
         try:
             opts.format, chosen = template.choose_format()
-        except ValueError as error:
-            raise UsageError(f"{error} (pass --format)") from None
-        print(f"streamparse serve: {chosen}", file=sys.stderr, flush=True)
+        except ValueError as error:  # neither declared nor described by the checkpoint: derived
+            print(f"streamparse serve: {error}; deriving one from its renders", file=sys.stderr, flush=True)
+            opts.format = _derived_format(template, opts.chat_template)
+        else:
+            print(f"streamparse serve: {chosen}", file=sys.stderr, flush=True)
         if get_format(opts.format).marker_suffix is not None and Path(opts.chat_template).is_dir() \
                 and detect_format(Path(opts.chat_template)) is None:
             raise UsageError(f"the tokenizer in {opts.chat_template} spells the {opts.format} markers with several "
@@ -552,6 +584,9 @@ def build_argparser() -> argparse.ArgumentParser:
     detect = commands.add_parser("detect", help="name the format of a chat template or tokenizer_config.json")
     detect.add_argument("template", help="a .jinja chat template, a tokenizer_config.json, a model directory, "
                                          "or - (the template or the JSON on stdin)")
+    detect.add_argument("--show", action="store_true",
+                        help="derive the format from the template's renders and print what was found, even where "
+                             "a declared format matches (the derivation is the fallback for templates none matches)")
     demo = commands.add_parser("demo", help="stream a bundled fixture with visible pacing")
     demo.add_argument("--file", help="stream this file instead of the bundled fixture")
     demo.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")

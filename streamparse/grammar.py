@@ -7,6 +7,7 @@ strictly at native speed (`strict_value`: jiter; `json_value`, `json_string`, `j
 
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import cache
 from pathlib import Path
@@ -91,9 +92,22 @@ def grammar_dir() -> Path:
     return _PACKAGE.parent / "formats"
 
 
+# Grammars given as text at run time (`define_grammar`), by the name they were given.
+_DEFINED: dict[str, str] = {}
+
+
+def define_grammar(text: str) -> str:
+    """A grammar made at run time (a derived format's, `streamparse.derive`), in `formats/*.peg` syntax
+    (`# include FRAGMENT` lines too): the name `load_grammar` and the body kinds know it by, the same
+    for the same text (so a format derived twice shares its parsers)."""
+    name = "defined-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+    _DEFINED.setdefault(name, text)
+    return name
+
+
 @cache
 def load_grammar(name: str, raw_single_quotes: bool = False) -> Grammar:
-    """The grammar in `formats/<name>.peg`, built once per process.
+    """The grammar in `formats/<name>.peg` (or one given as text, `define_grammar`), built once per process.
 
     A line `# include FRAGMENT` appends the rules of `formats/FRAGMENT.peg` (shared rule text, such
     as the JSON call object, is written once). With `raw_single_quotes`, the `py_value` terminal
@@ -102,9 +116,10 @@ def load_grammar(name: str, raw_single_quotes: bool = False) -> Grammar:
     A name `FILE:SUFFIX` is the grammar of `FILE.peg` for markers spelled with the suffix `:SUFFIX`
     (`spec.MarkerSuffix`): its placeholders `{SUF}` (in string literals) and `{SUF_RE}` (in regular
     expressions) are filled with it; a plain name fills them with nothing."""
-    name, colon, suffix = name.partition(":")
+    defined = _DEFINED.get(name)
+    name, colon, suffix = ("", "", "") if defined is not None else name.partition(":")
     suffix = colon + suffix
-    text = (grammar_dir() / f"{name}.peg").read_text(encoding="utf-8")
+    text = defined if defined is not None else (grammar_dir() / f"{name}.peg").read_text(encoding="utf-8")
     for fragment in _INCLUDE.findall(text):
         text += "\n" + (grammar_dir() / f"{fragment}.peg").read_text(encoding="utf-8")
     text = text.replace("{SUF_RE}", regex.escape(suffix)).replace("{SUF}", suffix.replace("\\", "\\\\"))
