@@ -188,7 +188,7 @@ class Bench:
                 same = "same" if not parts else "differs: " + ", ".join(parts)
             failed = same.startswith("differs: error")  # vLLM's parser stopped the answer: not timed
             timed = [side for side in SIDES if side in self.sides and not (side == "theirs" and failed)]
-            for side in timed:  # warm up (the first request of a serving builds what it caches)
+            for side in timed[:2]:  # warm up (what the first request builds); theirs was, by the answer above
                 self.sides[side].events(BENCH_TOOLS if side != "none" else None)
             best: dict[str, float] = {}
             for _ in range(repeat):  # in turn, so that a change in the machine's load falls on every side
