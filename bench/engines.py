@@ -248,7 +248,8 @@ def run(formats: Sequence[str], sizes: Sequence[int], steps: Sequence[int], repe
     """Measure, printing progress to `out`; the numbers are returned."""
     import vllm
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    if str(ROOT / "tests") not in sys.path:  # the serving machinery and the cases are the tests' own
+        sys.path.insert(0, str(ROOT / "tests"))
     import vllm_serving
     from corpus import case_rows
 
