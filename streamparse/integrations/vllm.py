@@ -15,6 +15,7 @@ the model's chat template when it is made. vLLM is imported when this module is,
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -28,9 +29,10 @@ from vllm.entrypoints.generate.base.protocol import (
     ToolCall,
 )
 from vllm.reasoning.abs_reasoning_parsers import ReasoningParser, ReasoningParserManager
+from vllm.sampling_params import StructuredOutputsParams
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
-from .. import Tools, detect_format, thinking_forced_open
+from .. import Tools, detect_format, grammar_for, thinking_forced_open
 from ..engine.parser import StreamParser
 from ..registry import get_format
 from ..types import Delta
@@ -54,11 +56,37 @@ def _format_of(cls: type, tokenizer: Any) -> str:
     return found
 
 
+def _tool_dicts(tools: Any) -> list[dict[str, Any]]:
+    """vLLM's tool models as the request's JSON."""
+    return [tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else tool for tool in tools or ()]
+
+
 def _tools(tools: Any) -> Tools | None:
     """vLLM's tool models as streamparse's checked `Tools` (None when the request has none)."""
-    if not tools:
+    return Tools(_tool_dicts(tools)) if tools else None
+
+
+def _forced_tag(format_name: str, request: Any) -> dict[str, Any] | None:
+    """streamparse's structural tag of the whole output for a request that forces calls (tool_choice
+    "required" or a named function, `parallel_tool_calls` false, or a strict tool), None for one that
+    forces none (no tools, "none", or "auto" with parallel calls and no strict tool). The prompt's
+    reasoning is not known here, and need not be: with a reasoning parser, vLLM starts the grammar where
+    that parser says the reasoning ended (on a prompt that leaves it open, after its end), and the tag's
+    reasoning block is optional, so the grammar holds in both cases."""
+    tools = _tool_dicts(getattr(request, "tools", None))
+    choice = getattr(request, "tool_choice", None) or "auto"
+    if not tools or choice == "none":
         return None
-    return Tools([tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else tool for tool in tools])
+    if not isinstance(choice, str):
+        choice = choice.model_dump(exclude_none=True) if hasattr(choice, "model_dump") else choice
+    parallel = getattr(request, "parallel_tool_calls", None) is not False
+    strict = any((tool.get("function") or {}).get("strict") is True for tool in tools)
+    if choice == "auto" and parallel and not strict:
+        return None
+    tag = grammar_for(format_name, Tools(tools), tool_choice=choice, parallel_tool_calls=parallel,
+                      syntax="structural_tag")
+    assert isinstance(tag, dict)  # the structural_tag syntax is a dict
+    return tag
 
 
 def _delta(deltas: list[Delta], content: str | None = None) -> DeltaMessage | None:
@@ -185,6 +213,10 @@ class StreamparseToolParser(ToolParser):  # type: ignore[misc]
 
     format_name: str | None = None
     engine_based_streaming = True
+    # Forced calls (tool_choice "required" or named) are written in the format's own syntax under
+    # streamparse's structural tag (`adjust_request`) and read by `extract_tool_calls`, not as vLLM's
+    # JSON list.
+    supports_required_and_named = False
 
     def __init__(self, tokenizer: Any, tools: Any = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(tokenizer, tools)
@@ -192,8 +224,14 @@ class StreamparseToolParser(ToolParser):  # type: ignore[misc]
         self._parser: StreamParser | None = None
 
     def adjust_request(self, request: Any) -> Any:
+        """The format's delimiters reach the parser (`skip_special_tokens` off), and a request that
+        forces calls has vLLM enforce streamparse's structural tag of the format (`grammar_for`)."""
         request = super().adjust_request(request)
-        request.skip_special_tokens = False  # the format's delimiters must reach the parser
+        request.skip_special_tokens = False
+        tag = _forced_tag(self.format, request)
+        if tag is not None:
+            request.structured_outputs = StructuredOutputsParams(structural_tag=json.dumps(tag, ensure_ascii=False))
+            request.response_format = None  # one constraint per request: the call is the answer
         return request
 
     def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
