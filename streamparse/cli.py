@@ -15,6 +15,7 @@ from . import __version__
 from .cli_flags import UsageError, add_option_flags, options_from_flags
 from .detect import detect_format, detect_marker_suffix
 from .engine import StreamParser
+from .gguf_metadata import is_gguf, tokenizer_problem
 from .registry import formats, get_format
 from .serve.limits import (
     DEFAULT_BODY_TIMEOUT,
@@ -231,6 +232,9 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
                                    "no API key: anyone who reaches the port can use the upstream (--api-key)"),
           file=sys.stderr, flush=True)
     if template.tokenizer_file is None and not opts.text_prompt:
+        if is_gguf(opts.chat_template):
+            raise UsageError(f"{tokenizer_problem(opts.chat_template)}: the proxy sends prompts as token ids so "
+                             "that request text can never become a control token")
         raise UsageError(f"no tokenizer.json beside --chat-template {opts.chat_template}: the proxy sends prompts "
                          "as token ids so that request text can never become a control token; give the model "
                          "directory holding tokenizer.json, or pass --text-prompt (prompts sent as text: open to "
@@ -340,7 +344,8 @@ def _cmd_render(opts: argparse.Namespace, out: TextIO) -> int:
 
 def _add_template_flags(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--chat-template", required=True,
-                     help="a .jinja template, a tokenizer_config.json, or a model directory holding either")
+                     help="a .jinja template, a tokenizer_config.json, a model directory holding either, "
+                          "or a GGUF model file")
     sub.add_argument("--special-token", action="append", metavar="NAME=TEXT",
                      help="a template variable such as bos_token=<s>, for a bare .jinja with no "
                           "tokenizer_config.json beside it (repeatable; wins over the config)")
@@ -486,7 +491,7 @@ def build_argparser() -> argparse.ArgumentParser:
     commands.add_parser("formats", help="list the accepted format names")
     detect = commands.add_parser("detect", help="name the format of a chat template or tokenizer_config.json")
     detect.add_argument("template", help="a .jinja chat template, a tokenizer_config.json, a model directory, "
-                                         "or - (the template or the JSON on stdin)")
+                                         "a GGUF model file, or - (the template or the JSON on stdin)")
     demo = commands.add_parser("demo", help="stream a bundled fixture with visible pacing")
     demo.add_argument("--file", help="stream this file instead of the bundled fixture")
     demo.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
