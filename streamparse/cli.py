@@ -192,6 +192,11 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
         split_url(opts.upstream)
     except ValueError as error:
         raise UsageError(f"--upstream: {error}") from None
+    if opts.upstream_kind == "llama-cpp-python" and not opts.text_prompt:
+        raise UsageError("--upstream-kind llama-cpp-python: llama_cpp.server's /v1/completions takes a prompt only as "
+                         "text (it refuses token ids) and reads control tokens in it, so request text can become "
+                         "one; pass --text-prompt to accept that, or serve the model with llama.cpp's llama-server "
+                         "(--upstream-kind llama.cpp), which takes token ids")
     template = _load_template(opts)
     if opts.format is None:
         opts.format = detect_format(template.text)
@@ -422,11 +427,12 @@ def _add_serve(commands: Any) -> None:
     serve_cmd.add_argument("--text-prompt", action="store_true",
                            help="send the rendered prompt as text, not token ids (needed without a tokenizer.json; "
                                 "open to special-token injection: request text can become control tokens)")
-    serve_cmd.add_argument("--upstream-kind", choices=("vllm", "sglang", "llama.cpp"),
+    serve_cmd.add_argument("--upstream-kind", choices=("vllm", "sglang", "llama.cpp", "llama-cpp-python"),
                            help="the engine behind --upstream, which decides how tool_choice 'required', a named "
                                 "function, allowed_tools, parallel_tool_calls false, strict tools and "
                                 "response_format are sent for it to enforce (default: found from its /v1/models "
-                                "when a request needs it)")
+                                "when a request needs it); llama-cpp-python: llama_cpp.server, which needs "
+                                "--text-prompt")
     serve_cmd.add_argument("--upstream-token-ids", choices=("auto", "on", "off"), default="auto",
                            help="ask the upstream for generated token ids (return_token_ids, vLLM >= 0.10.2) and "
                                 "take calls only from real special tokens; auto (default): an answer without ids "
