@@ -32,7 +32,7 @@ pytest.importorskip("gguf", reason="writing GGUF files needs the gguf package (t
 pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is installed only in .ci/run's llama.cpp tier")
 
 from conftest import ROOT, SHARED  # noqa: E402
-from gguf_models import write_gguf  # noqa: E402
+from gguf_models import vocabulary, write_gguf  # noqa: E402
 from test_server import Server  # noqa: E402
 from upstream import free_port  # noqa: E402
 
@@ -47,16 +47,21 @@ MODELS = {
 }
 CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"],
         "additionalProperties": False}
-DAYS = {"type": "object", "properties": {"days": {"type": "integer", "minimum": 1, "maximum": 9}},
-        "required": ["days"], "additionalProperties": False}
+DAYS = {"type": "object", "properties": {"days": {"enum": [1, 3, 7]}}, "required": ["days"],
+        "additionalProperties": False}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
                                            "parameters": CITY}},
          {"type": "function", "function": {"name": "forecast", "description": "Days of forecast",
                                            "parameters": DAYS}}]
 SCHEMAS = {"get_weather": CITY, "forecast": DAYS}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
-# Greedy, a fixed seed: the same answer streamed or whole. Room for random weights to finish the grammar.
-SAMPLING: dict[str, Any] = {"temperature": 0, "seed": 7, "max_tokens": 200}
+# Greedy, a fixed seed: the same answer streamed or whole. Room for random weights to finish the grammar;
+# and reasoning closed at once (`logit_bias`, forwarded as sent: no `<think>`, `</think>` first): the
+# grammars allow a reasoning block first (DeepSeek's without an opening tag), which random weights, once
+# in it, never close (a trained model does).
+THINK, THOUGHT = (vocabulary()[0].index(text) for text in ("<think>", "</think>"))  # one id in both models
+SAMPLING: dict[str, Any] = {"temperature": 0, "seed": 7, "max_tokens": 200,
+                            "logit_bias": {str(THINK): -100, str(THOUGHT): 100}}
 STARTUP = 300  # seconds for llama_cpp.server to load the model (a loaded CI machine is slow)
 
 
@@ -201,8 +206,12 @@ def test_response_format_json_schema_gives_schema_valid_json(engine: Any, stream
 
 
 def test_response_format_json_object_gives_a_json_object(engine: Any) -> None:
-    _, _, _, proxy = engine
-    message, finish = ask(proxy, False, response_format={"type": "json_object"}, max_tokens=600)
+    """Any object: random weights would write a string without end, so the request pushes `}` up
+    (`logit_bias`); without the grammar that gives `}}}}...`."""
+    _, path, _, proxy = engine
+    tokenizer = streamparse.ChatTemplate(str(path)).tokenizer
+    bias = {**SAMPLING["logit_bias"], str(tokenizer.encode("}")[0]): 100}
+    message, finish = ask(proxy, False, response_format={"type": "json_object"}, logit_bias=bias)
     assert finish == "stop", message
     assert isinstance(json.loads(message.content), dict)
 
