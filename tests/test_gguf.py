@@ -72,7 +72,7 @@ def test_chat_template_reads_template_special_tokens_and_tokenizer(deepseek_gguf
 
 
 def test_gguf_tokenizer_matches_the_original_on_every_real_render(deepseek_gguf: Path) -> None:
-    """Every case text of every real template (744 renders), through the tokenizer built from the GGUF and
+    """Every case text of every real template (726 renders), through the tokenizer built from the GGUF and
     through DeepSeek's tokenizer.json: the same ids, and decoding them gives the text back."""
     built = tokenizers.Tokenizer.from_str(gguf_metadata.tokenizer_json(deepseek_gguf))
     original = tokenizers.Tokenizer.from_file(str(TOKENIZER))
