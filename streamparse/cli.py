@@ -16,6 +16,7 @@ from . import __version__
 from .cli_flags import UsageError, add_option_flags, options_from_flags
 from .detect import detect_format, detect_marker_suffix
 from .engine import StreamParser
+from .gguf_metadata import is_gguf, tokenizer_problem
 from .registry import formats, get_format, register_format
 from .serve.limits import (
     DEFAULT_BODY_TIMEOUT,
@@ -282,6 +283,11 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
         split_url(opts.upstream)
     except ValueError as error:
         raise UsageError(f"--upstream: {error}") from None
+    if opts.upstream_kind == "llama-cpp-python" and not opts.text_prompt:
+        raise UsageError("--upstream-kind llama-cpp-python: llama_cpp.server's /v1/completions takes a prompt only as "
+                         "text (it refuses token ids) and reads control tokens in it, so request text can become "
+                         "one; pass --text-prompt to accept that, or serve the model with llama.cpp's llama-server "
+                         "(--upstream-kind llama.cpp), which takes token ids")
     template = _load_template(opts)
     if opts.format is None:
         try:
@@ -326,6 +332,9 @@ def _cmd_serve(opts: argparse.Namespace, out: TextIO) -> int:
                                    "no API key: anyone who reaches the port can use the upstream (--api-key)"),
           file=sys.stderr, flush=True)
     if template.tokenizer_file is None and not opts.text_prompt:
+        if is_gguf(opts.chat_template):
+            raise UsageError(f"{tokenizer_problem(opts.chat_template)}: the proxy sends prompts as token ids so "
+                             "that request text can never become a control token")
         raise UsageError(f"no tokenizer.json beside --chat-template {opts.chat_template}: the proxy sends prompts "
                          "as token ids so that request text can never become a control token; give the model "
                          "directory holding tokenizer.json, or pass --text-prompt (prompts sent as text: open to "
@@ -435,7 +444,8 @@ def _cmd_render(opts: argparse.Namespace, out: TextIO) -> int:
 
 def _add_template_flags(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--chat-template", required=True,
-                     help="a .jinja template, a tokenizer_config.json, or a model directory holding either")
+                     help="a .jinja template, a tokenizer_config.json, a model directory holding either, "
+                          "or a GGUF model file")
     sub.add_argument("--special-token", action="append", metavar="NAME=TEXT",
                      help="a template variable such as bos_token=<s>, for a bare .jinja with no "
                           "tokenizer_config.json beside it (repeatable; wins over the config)")
@@ -512,11 +522,12 @@ def _add_serve(commands: Any) -> None:
     serve_cmd.add_argument("--text-prompt", action="store_true",
                            help="send the rendered prompt as text, not token ids (needed without a tokenizer.json; "
                                 "open to special-token injection: request text can become control tokens)")
-    serve_cmd.add_argument("--upstream-kind", choices=("vllm", "sglang", "llama.cpp"),
+    serve_cmd.add_argument("--upstream-kind", choices=("vllm", "sglang", "llama.cpp", "llama-cpp-python"),
                            help="the engine behind --upstream, which decides how tool_choice 'required', a named "
                                 "function, allowed_tools, parallel_tool_calls false, strict tools and "
                                 "response_format are sent for it to enforce (default: found from its /v1/models "
-                                "when a request needs it)")
+                                "when a request needs it); llama-cpp-python: llama_cpp.server, which needs "
+                                "--text-prompt")
     serve_cmd.add_argument("--upstream-token-ids", choices=("auto", "on", "off"), default="auto",
                            help="ask the upstream for generated token ids (return_token_ids, vLLM >= 0.10.2) and "
                                 "take calls only from real special tokens; auto (default): an answer without ids "
@@ -583,7 +594,7 @@ def build_argparser() -> argparse.ArgumentParser:
                                                           "directory / tokenizer_config.json with a response_template)")
     detect = commands.add_parser("detect", help="name the format of a chat template or tokenizer_config.json")
     detect.add_argument("template", help="a .jinja chat template, a tokenizer_config.json, a model directory, "
-                                         "or - (the template or the JSON on stdin)")
+                                         "a GGUF model file, or - (the template or the JSON on stdin)")
     detect.add_argument("--show", action="store_true",
                         help="derive the format from the template's renders and print what was found, even where "
                              "a declared format matches (the derivation is the fallback for templates none matches)")

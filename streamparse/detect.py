@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .gguf_metadata import chat_templates, is_gguf
 from .registry import get_format
 from .spec import SUFFIX
 
@@ -49,6 +50,10 @@ def _templates(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[str]:
         path = Path(source)
         if path.is_dir():  # a model directory: its template files
             return _suffix_templates(path)
+        if path.suffix == ".gguf" or is_gguf(path):  # a llama.cpp model file: its templates, tool-use first
+            found = chat_templates(path)
+            return [found] if isinstance(found, str) else [text for _, text in
+                                                          sorted(found, key=lambda item: item[0] != "tool_use")]
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".json":
             return _templates(json.loads(text))
@@ -66,8 +71,8 @@ def detect_format(chat_template: str | os.PathLike[str] | Mapping[str, Any]) -> 
     """The streamparse format a model's chat template writes, or None when it shows none we read.
 
     Accepts the template text, a `tokenizer_config.json` dict, or a path to a template, to
-    `tokenizer_config.json` or to a model directory. A vocabulary that spells a format's markers
-    with several suffixes (`FormatSpec.marker_suffix`) names no format."""
+    `tokenizer_config.json`, to a model directory or to a GGUF model file. A vocabulary that spells a
+    format's markers with several suffixes (`FormatSpec.marker_suffix`) names no format."""
     templates = [t for t in _templates(chat_template) if _is_jinja(t)]
     for rules in _rules():
         for name, markers in rules:

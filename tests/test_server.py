@@ -39,7 +39,7 @@ def serve_argv(upstream_url: str, template: Path, port: int, *flags: str) -> lis
             str(template), "--port", str(port), "--ids", "ordinal", "--log-level", "warning",
             *(() if "--workers" in flags else ("--workers", "1")), *flags,
             *(() if ((template if template.is_dir() else template.parent) / "tokenizer.json").is_file()
-              else ("--text-prompt",))]
+              or template.suffix == ".gguf" or "--text-prompt" in flags else ("--text-prompt",))]
 
 
 class Server:

@@ -87,7 +87,7 @@ class ServerConfig:
     api_key: str | None = None          # clients send `Authorization: Bearer KEY`; None: open to all
     upstream_api_key: str | None = None  # sent upstream as `Authorization: Bearer KEY`
     limits: Limits = field(default_factory=Limits)  # request body bytes, number of messages
-    # The engine behind `upstream` ("vllm", "sglang", "llama.cpp"): how a tool_choice or response_format
+    # The engine behind `upstream` (`constraints.UPSTREAM_KINDS`): how a tool_choice or response_format
     # is sent for it to enforce (`constraints`); None: found from its /v1/models when a request needs it.
     upstream_kind: str | None = None
     # Seconds a request's preparation may take (rendering, marking, tokenizing, compiling its tools,
@@ -470,7 +470,7 @@ def create_app(config: ServerConfig) -> Starlette:
             raise RequestError(400, "the request's tool_choice, parallel_tool_calls, strict tools or response_format "
                                "need the upstream to enforce a grammar, and the engine behind "
                                f"{config.upstream} is not known from its /v1/models (owned_by vllm, sglang or "
-                               "llamacpp): start serve with --upstream-kind vllm|sglang|llama.cpp")
+                               "llamacpp): start serve with --upstream-kind vllm|sglang|llama.cpp|llama-cpp-python")
         found_kind.append(kind)
         return kind
 

@@ -8,7 +8,11 @@ in the field each engine reads on `/v1/completions`.
   turns a `structural_tag` response format into the sampling parameter), `json_schema` (a JSON
   string) for `response_format`;
 - llama.cpp server: `grammar` (GBNF) with `grammar_lazy`, `grammar_triggers` and `preserved_tokens`
-  (`grammar_triggers`) for calls, `json_schema` (an object) for `response_format`.
+  (`grammar_triggers`) for calls, `json_schema` (an object) for `response_format`;
+- llama-cpp-python's `llama_cpp.server` ("llama-cpp-python"): `grammar` (GBNF) alone, the whole
+  answer's grammar (`grammar_for`, the free text of "auto" included) for calls and a JSON grammar for
+  `response_format`: its `/v1/completions` applies a grammar from the first token and ignores (does not
+  refuse) `grammar_lazy`, `grammar_triggers`, `preserved_tokens` and `json_schema`.
 
 A request needs a constraint when its `tool_choice` is "required", a named function or
 `allowed_tools`, when `parallel_tool_calls` is false, when a tool is `"strict": true` (then under
@@ -36,7 +40,7 @@ from ..validation import Tools
 __all__ = ["OWNERS", "UPSTREAM_KINDS", "Constraint", "Unenforceable", "constraint_of", "kind_of_models",
            "upstream_fields"]
 
-UPSTREAM_KINDS = ("vllm", "sglang", "llama.cpp")
+UPSTREAM_KINDS = ("vllm", "sglang", "llama.cpp", "llama-cpp-python")
 # `owned_by` in an engine's `/v1/models` answer -> its kind (vLLM's ModelCard, SGLang's, llama-server's).
 OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}
 _OBJECT = {"type": "object"}
@@ -120,6 +124,8 @@ def upstream_fields(kind: str, format: str, constraint: Constraint,
     try:
         if kind == "llama.cpp":
             return grammar_triggers(format, constraint.tools, **shape)
+        if kind == "llama-cpp-python":
+            return {"grammar": grammar_for(format, constraint.tools, syntax="gbnf", **shape)}
         tag = grammar_for(format, constraint.tools, syntax="structural_tag", **shape)
         assert isinstance(tag, dict)  # the structural_tag syntax is a dict
     except ValueError as error:  # GrammarUnsupported, or a choice the tools cannot meet
@@ -140,6 +146,9 @@ def _json_fields(kind: str, format: str, schema: Mapping[str, Any], forced_open:
     the format's reasoning (forced when the prompt opened it) and then the JSON, so that what the
     model writes first still reads as reasoning and the JSON as the answer."""
     spec = get_format(format, marker_suffix)
+    if kind == "llama-cpp-python":  # no JSON mode on its /v1/completions: the grammar of the answer
+        reasoning = (reasoning_part(spec, forced_open), SPACE) if spec.reasoning else ()
+        return {"grammar": gbnf(seq(*reasoning, Json(schema), SPACE))}
     if spec.reasoning:
         node = seq(reasoning_part(spec, forced_open), SPACE, Json(schema), SPACE)
         if kind == "llama.cpp":

@@ -32,6 +32,7 @@ import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..detect import detect_format
+from ..gguf_metadata import chat_templates, is_gguf, special_tokens, tokenizer_problem
 from ..spec import FormatLike
 from ..template_import import format_from_response_template
 from .deadline import DeadlineExceeded, within
@@ -293,7 +294,7 @@ class ChatTemplate:
     source: str | tuple[tuple[str, str], ...]
     special_tokens: Mapping[str, str] = field(default_factory=dict)
     origin: str = "<string>"
-    tokenizer_file: str | None = None   # the tokenizer.json beside the template, when there is one
+    tokenizer_file: str | None = None   # the tokenizer.json beside the template (or the GGUF file), when there is one
     # Bounds on one render (the template is untrusted code): seconds (None: none) and characters written;
     # past them `DeadlineExceeded` / `TemplateRenderError`.
     render_timeout: float | None = DEFAULT_RENDER_TIMEOUT
@@ -624,9 +625,14 @@ def _read_json(path: Path) -> dict[str, Any]:
 def load_chat_template(path: str | os.PathLike[str]) -> ChatTemplate:
     """The chat template at `path`: a `.jinja` file, a `tokenizer_config.json` / `chat_template.json`,
     or a model directory holding one (`chat_template.jinja` first, as transformers does); with the
-    `tokenizer.json` beside it when there is one.
+    `tokenizer.json` beside it when there is one. A GGUF model file gives its template (named ones too,
+    `tool_use` rendering requests with tools), special tokens and, where `streamparse.gguf_metadata`
+    can build it, its tokenizer (`tokenizer_file` is then the GGUF file; else None).
     Raises `OSError` when nothing can be read, `ValueError` when what is there holds no template."""
     path = Path(path)
+    if path.is_file() and (path.suffix == ".gguf" or is_gguf(path)):  # a llama.cpp model file: all inside it
+        return ChatTemplate(chat_templates(path), special_tokens(path), str(path),
+                            None if tokenizer_problem(path) else str(path))
     folder = path if path.is_dir() else path.parent
     tokens: dict[str, str] = {}
     response_template = None

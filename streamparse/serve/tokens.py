@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..gguf_metadata import is_gguf, tokenizer_json
 from ..types import Token
 from .marking import PromptPart
 
@@ -24,13 +25,14 @@ __all__ = ["PromptTokenizer"]
 
 
 class PromptTokenizer:
-    """The tokenizer of a model directory's `tokenizer.json`, encoding prompt parts safely."""
+    """The tokenizer of a model directory's `tokenizer.json` (or one built from a GGUF file's vocabulary,
+    `streamparse.gguf_metadata.tokenizer_json`), encoding prompt parts safely."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         from tokenizers import Tokenizer
 
         self.path = Path(path)
-        text = self.path.read_text(encoding="utf-8")
+        text = tokenizer_json(self.path) if is_gguf(self.path) else self.path.read_text(encoding="utf-8")
         data = json.loads(text)
         self.tokenizer = Tokenizer.from_str(text)
         added = [token for token in data.get("added_tokens") or [] if token.get("content")]

