@@ -128,3 +128,40 @@ def test_the_entry_point_registers_the_parsers_in_a_fresh_process() -> None:
             "print('streamparse_hermes' in ToolParserManager.lazy_parsers)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
     assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+class CountingTokenizer(CharTokenizer):
+    """`CharTokenizer` that counts the ids it is asked to decode."""
+
+    decoded = 0
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        self.decoded += len(ids)
+        return super().decode(ids, skip_special_tokens)
+
+
+@pytest.mark.parametrize("row", CASES[::3], ids=[row.label for row in CASES[::3]])
+def test_reasoning_end_on_each_decode_step_reads_each_id_a_bounded_number_of_times(row: Any) -> None:
+    """vLLM's structured output asks `is_reasoning_end_streaming` on every step with every id so far:
+    the answer is `is_reasoning_end`'s on those ids at every step, and the ids decoded over the whole
+    output are O(n) (each step's own and the previous step's, and the first step's twice), not the
+    n²/2 of reading them all again at each step. Taking ids back (speculation) reads again."""
+    parser_cls = ReasoningParserManager.get_reasoning_parser("streamparse_" + row.format)
+    prompt = (row.prompt or "") if row.thinking_forced_open else "<|user|>hi<|assistant|>"
+    ids = [ord(c) for c in prompt + row.text]
+    counting = CountingTokenizer()
+    stepped, whole = parser_cls(counting), parser_cls(CharTokenizer())
+    rng = random.Random(row.label)
+    at, steps = len(prompt), 0
+    while at < len(ids):
+        step = rng.randint(1, 8)
+        assert stepped.is_reasoning_end_streaming(ids[:at + step], ids[at:at + step]) == \
+            whole.is_reasoning_end(ids[:at + step]), at
+        at, steps = at + step, steps + 1
+    # the first two steps read every id so far (3 in all); each later one its own ids and the previous
+    # step's, twice (at most 8 each): 24
+    assert counting.decoded <= 3 * len(ids) + 24 * steps
+    counting.decoded = 0
+    back = max(len(prompt), len(ids) - 5)  # five ids taken back, three others in their place
+    other = [*ids[:back], 0x41, 0x42, 0x43]
+    assert stepped.is_reasoning_end_streaming(other, other[back:]) == whole.is_reasoning_end(other)

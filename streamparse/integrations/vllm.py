@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from vllm.entrypoints.generate.base.protocol import (
@@ -101,6 +101,36 @@ def _delta(deltas: list[Delta], content: str | None = None) -> DeltaMessage | No
     return DeltaMessage(content=text or None, reasoning=reasoning or None, tool_calls=calls)
 
 
+class _Probe:
+    """The ids of one output read so far, decoded a step at a time as vLLM's detokenizer does: the
+    new ids with the previous step's before them (so a tokenizer that spells a word's leading space by
+    what precedes it decodes alike), the new text what that adds; nothing while the text ends in an
+    unfinished character (U+FFFD)."""
+
+    _CHECKED = 16  # ids compared at the end of what was read: speculative tokens taken back change them
+
+    def __init__(self, parser: StreamParser) -> None:
+        self.parser = parser
+        self.ids: list[int] = []
+        self.prefix = self.done = 0  # ids[prefix:done] decoded last; ids[:done] fed
+
+    def extends(self, input_ids: Sequence[int]) -> bool:
+        start = max(0, self.done - self._CHECKED)
+        return len(input_ids) >= self.done and list(input_ids[start:self.done]) == self.ids[start:self.done]
+
+    def read(self, input_ids: Sequence[int], tokenizer: Any) -> None:
+        if len(input_ids) == self.done:
+            return
+        del self.ids[self.done:]
+        self.ids.extend(input_ids[self.done:])
+        before = tokenizer.decode(self.ids[self.prefix:self.done]) if self.done > self.prefix else ""
+        text = tokenizer.decode(self.ids[self.prefix:])
+        if text.endswith("\ufffd"):
+            return  # an unfinished character: read again with the next ids
+        self.parser.feed(text[len(before):])
+        self.prefix, self.done = self.done, len(self.ids)
+
+
 class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
     """The reasoning of one output; its content is the raw text after the reasoning ended."""
 
@@ -138,6 +168,19 @@ class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
         parser = StreamParser(self.format, thinking_forced_open=self._forced)
         parser.feed(self.model_tokenizer.decode(list(input_ids)))
         return parser.reasoning_end
+
+    def is_reasoning_end_streaming(self, input_ids: Sequence[int], delta_ids: Iterable[int]) -> bool:
+        """`is_reasoning_end` on a decode step. vLLM's structured output asks on every step while the
+        reasoning goes on, with every id so far (its default: `is_reasoning_end(input_ids)`, which reads
+        them all again: O(n²) over a long reasoning). Here the ids already read are kept (`_Probe`) and
+        only the new ones are decoded and fed: O(n) over the output."""
+        probe = self._probe
+        if probe is None or not probe.extends(input_ids):  # the first step, or ids taken back (speculation)
+            probe = self._probe = _Probe(StreamParser(self.format, thinking_forced_open=self._forced))
+        probe.read(input_ids, self.model_tokenizer)
+        return probe.parser.reasoning_end is not None
+
+    _probe: _Probe | None = None
 
     def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
         """Whether the reasoning ended in these output ids. On the prompt (vLLM asks once, before the
