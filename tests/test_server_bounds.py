@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -30,7 +31,7 @@ from upstream import Script, Upstream  # noqa: E402
 
 import streamparse  # noqa: E402
 from streamparse.serve import marking  # noqa: E402
-from streamparse.serve.deadline import DeadlineExceeded, within  # noqa: E402
+from streamparse.serve.deadline import DeadlineExceeded, LoopBudget, within  # noqa: E402
 from streamparse.serve.template import TemplateRenderError  # noqa: E402
 
 QWEN3 = SHARED / "templates" / "Qwen3-8B.jinja"
@@ -209,6 +210,72 @@ def test_a_deadline_bounds_work_in_another_thread() -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Work tried on the event loop's thread first, within a budget
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture()
+def budget() -> Iterator[LoopBudget]:
+    before = signal.getsignal(signal.SIGALRM)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    yield LoopBudget(budget=0.005, cooldown=0.5)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, before)
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def test_work_within_the_budget_runs_on_the_calling_thread(budget: LoopBudget) -> None:
+    assert budget.attempt(lambda: threading.current_thread().name) == (True, threading.current_thread().name)
+    with pytest.raises(ZeroDivisionError):  # its own failures are its own
+        budget.attempt(lambda: 1 // 0)
+    assert (budget.tried, budget.overran) == (2, 0)
+    spun = time.monotonic() + 0.05
+    while time.monotonic() < spun:  # no alarm is left to land in the caller's own code afterwards
+        pass
+
+
+def test_work_past_the_budget_is_stopped_and_none_is_tried_while_it_cools_down(budget: LoopBudget) -> None:
+    started = time.monotonic()
+    assert budget.attempt(_spin) == (False, None)
+    assert time.monotonic() - started < 1.0 and (budget.tried, budget.overran) == (1, 1)
+    called: list[int] = []
+    assert budget.attempt(lambda: called.append(1)) == (False, None)  # cooling down: not even tried
+    assert not called
+    time.sleep(0.5)
+    assert budget.attempt(lambda: called.append(1) or 7) == (True, 7) and called == [1]
+
+
+def test_work_that_swallows_a_stop_is_stopped_by_the_next_alarm(budget: LoopBudget) -> None:
+    def stubborn() -> None:
+        with contextlib.suppress(BaseException):  # what a careless helper might do
+            _spin()
+        _spin()
+
+    started = time.monotonic()
+    assert budget.attempt(stubborn) == (False, None)
+    assert time.monotonic() - started < 1.0
+
+
+def test_nothing_is_tried_off_the_main_thread_or_where_sigalrm_is_taken(budget: LoopBudget) -> None:
+    answers: list[tuple[bool, Any]] = []
+    thread = threading.Thread(target=lambda: answers.append(budget.attempt(lambda: "ran")))
+    thread.start()
+    thread.join(10)
+    assert answers == [(False, None)]
+
+    def theirs(signum: int, frame: Any) -> None:
+        raise AssertionError("not ours to call")
+
+    signal.signal(signal.SIGALRM, theirs)
+    other = LoopBudget()
+    assert other.attempt(lambda: "ran") == (False, None)
+    assert signal.getsignal(signal.SIGALRM) is theirs  # left as it was
+
+
+# --------------------------------------------------------------------------------------------
 # A chat template is untrusted code
 # --------------------------------------------------------------------------------------------
 
@@ -333,10 +400,37 @@ def test_a_thousand_message_request_is_answered_and_health_answers_meanwhile(qwe
     def ask() -> Any:
         return httpx.post(qwen3.url + "/chat/completions", timeout=60, json={"model": "m", "messages": messages})
 
+    before = _preparations(qwen3)
     response, latencies = _health_while(qwen3, ask)
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] == "It is 42."
     assert max(latencies, default=0.0) < 0.5
+    after = _preparations(qwen3)  # it ran past the loop's budget: it was prepared in a thread
+    assert after["thread"] == before["thread"] + 1
+
+
+def _preparations(server: Server) -> dict[str, float]:
+    """The server's `streamparse_preparations_total` by where (`/metrics`: every worker's summed)."""
+    text = httpx.get(server.url.removesuffix("/v1") + "/metrics", timeout=10).text
+    found = {"event_loop": 0.0, "thread": 0.0}
+    for line in text.splitlines():
+        if line.startswith("streamparse_preparations_total{"):
+            found[line.split('on="', 1)[1].split('"', 1)[0]] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_a_small_request_is_prepared_on_the_event_loop(qwen3: Server, upstream: Upstream) -> None:
+    key = upstream.script("small", Script(["Hi."]))
+    time.sleep(LoopBudget().cooldown)  # past any cool-down an earlier test's long request began
+    before = _preparations(qwen3)
+    for _ in range(5):
+        response = httpx.post(qwen3.url + "/chat/completions", timeout=60,
+                              json={"model": "m", "messages": [{"role": "user", "content": f"{key} hello"}]})
+        assert response.json()["choices"][0]["message"]["content"] == "Hi."
+    after = _preparations(qwen3)
+    assert after["event_loop"] + after["thread"] == before["event_loop"] + before["thread"] + 5
+    # On a loaded machine one may run past 5 ms, and its worker prepares in threads for a second.
+    assert after["event_loop"] > before["event_loop"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -114,6 +114,28 @@ def test_every_line_of_the_serve_log_is_escaped(capfd: pytest.CaptureFixture[str
     assert capfd.readouterr().err == "WARNING:     request r-1: unexpected a\\r\\nINFO: forged\\x9b2J\n"
 
 
+def test_a_request_line_is_built_only_where_a_handler_writes_it() -> None:
+    import logging
+
+    from streamparse.serve.metrics import Metrics
+    from streamparse.serve.requests import _lines_wanted, configure_logging
+
+    root = logging.getLogger("streamparse")
+    saved = (root.handlers[:], root.level, root.propagate)
+    root.handlers.clear()  # (other tests' capture handlers would want the lines)
+    metrics = Metrics("hermes", multiprocess_mode=False)
+    try:
+        configure_logging("warning")
+        metrics.count_rejected_calls(root)  # keeps the logger at INFO for itself
+        assert logging.getLogger("streamparse.requests").isEnabledFor(logging.INFO)
+        assert not _lines_wanted()  # --log-level warning: no line is made for each request
+        configure_logging("info")
+        assert _lines_wanted()
+    finally:
+        metrics.close()
+        root.handlers[:], root.level, root.propagate = saved
+
+
 # --------------------------------------------------------------------------------------------
 # Workers
 # --------------------------------------------------------------------------------------------

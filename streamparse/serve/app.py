@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -47,7 +47,7 @@ from .checks import (
     parse_upstream,
 )
 from .constraints import Constraint, Unenforceable, constraint_of, kind_of_models, upstream_fields
-from .deadline import DeadlineExceeded, within
+from .deadline import DeadlineExceeded, LoopBudget, within
 from .http import HttpClient, HttpError, HttpResponse
 from .limits import DEFAULT_PREPARE_TIMEOUT, Limits, OverLimit, check_messages, read_body
 from .metrics import CONTENT_TYPE, Metrics, shared_between_workers
@@ -474,14 +474,26 @@ def create_app(config: ServerConfig) -> Starlette:
         found_kind.append(kind)
         return kind
 
-    # A request's preparation runs here, off the event loop: a costly one (a long conversation through a
-    # template that branches on its text, a large tool list) never holds up /health or other requests.
-    # Threads, not processes: the work is bounded in size and, by `deadline.within`, in time.
+    # A request's preparation is tried on the event loop for at most `LoopBudget.budget` (5 ms; most
+    # requests need 0.2-2 ms); what runs longer (a long conversation through a template that branches on
+    # its text, a large tool list) is stopped there and done again in a preparing thread, so it never
+    # holds up /health or other requests. Threads, not processes: the work is bounded in size and, by
+    # `deadline.within`, in time.
     preparing = ThreadPoolExecutor(max_workers=4, thread_name_prefix="streamparse-prepare")
+    on_loop = LoopBudget()
 
     async def off_loop(expiry: float, step: str, work: Callable[[], _T]) -> _T:
-        """`work()` in the preparing threads, ended (`DeadlineExceeded`) at `expiry` (a monotonic time);
-        the time a request waited for a thread counts too."""
+        """`work()` on the loop within its budget, else in the preparing threads, ended
+        (`DeadlineExceeded`) at `expiry` (a monotonic time); the time a request waited for a thread
+        counts too."""
+        if expiry <= time.monotonic():
+            raise DeadlineExceeded(step, config.prepare_timeout)
+        done, result = on_loop.attempt(work)
+        if done:
+            metrics.preparations.labels("event_loop").inc()
+            return cast(_T, result)
+        metrics.preparations.labels("thread").inc()
+
         def bounded() -> _T:
             remaining = expiry - time.monotonic()
             if remaining <= 0:

@@ -68,6 +68,9 @@ class Metrics:
         self.prompt_tokens = Counter("streamparse_prompt_tokens", "prompt tokens, from the upstream's usage", **where)
         self.completion_tokens = Counter("streamparse_completion_tokens",
                                          "completion tokens, from the upstream's usage", **where)
+        self.preparations = Counter("streamparse_preparations",
+                                    "requests prepared (rendered, tokenized, tools compiled), by where: on the "
+                                    "event loop within its 5 ms budget, or in a thread", ["on"], **where)
         self._counter = _RejectedCounter(self)
 
     def exposition(self) -> bytes:
@@ -94,6 +97,8 @@ class Metrics:
 
 class _RejectedCounter(logging.Handler):
     """Counts the engine's one log line per rejected call (its first argument is the status)."""
+
+    counts_only = True  # writes nothing: a request's log line is not built for it (`requests._lines_wanted`)
 
     def __init__(self, metrics: Metrics) -> None:
         super().__init__(logging.INFO)

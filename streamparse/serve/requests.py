@@ -46,6 +46,21 @@ def configure_logging(level: str) -> None:
     root.propagate = False
 
 
+def _lines_wanted() -> bool:
+    """Whether a request's INFO line reaches a handler that writes it. `logger.isEnabledFor` cannot
+    say: the rejected-call counter (`Metrics.count_rejected_calls`) keeps the `streamparse` logger at
+    INFO for itself, and with `--log-level warning` each request built a line nobody wrote."""
+    current: logging.Logger | None = logger
+    if not logger.isEnabledFor(logging.INFO):
+        return False
+    while current is not None:
+        for handler in current.handlers:
+            if handler.level <= logging.INFO and not getattr(handler, "counts_only", False):
+                return True
+        current = current.parent if current.propagate else None
+    return False  # (without handlers Python writes through `logging.lastResort`, at WARNING)
+
+
 class _OneLine(logging.Formatter):
     """Each record's line with what is not printable in it escaped (`engine.settle.loggable`): every
     value a request or the model brought (a tool name, an error's words) stays on its one line, so no
@@ -140,7 +155,7 @@ class RequestLog:
             metrics.completion_tokens.inc(record.completion_tokens)
         if record.upstream_error is not None:
             metrics.upstream_errors.labels(record.upstream_error).inc()
-        if logger.isEnabledFor(logging.INFO):
+        if _lines_wanted():
             parts = [f"request_id={record.id}", f"method={scope.get('method', '')}", f"path={path}",
                      f"status={status}", f"duration_ms={duration * 1000:.1f}"]
             if streaming:
