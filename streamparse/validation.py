@@ -204,10 +204,13 @@ _DATA_KEYWORDS = frozenset(("enum", "const", "default", "examples"))
 _NAME_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"))
 
 
-def _check_refs(name: str, schema: Any, cls: type[Validator]) -> None:
-    """Every `$ref` of the schema resolves within the schema itself; remote ones are never fetched."""
+def _check_refs(name: str, schema: Any, cls: type[Validator]) -> bool:
+    """Every `$ref` of the schema resolves within the schema itself; remote ones are never fetched.
+    Whether the schema refers anywhere (a reference of any kind, or a nested `$id`): without one it
+    cannot refer back into itself, and `_recursive` need not build its graph."""
     if not isinstance(schema, Mapping):
-        return
+        return False
+    refers = False
     specification = specification_with(cls.META_SCHEMA.get("$schema", ""), default=DRAFT202012)
     root = specification.create_resource(schema)
     stack: list[tuple[Any, Any, bool]] = [(schema, Registry().resolver_with_root(root), True)]
@@ -221,10 +224,16 @@ def _check_refs(name: str, schema: Any, cls: type[Validator]) -> None:
         if not is_schema:  # a map of names to schemas (properties, $defs, ...)
             stack.extend((item, resolver, True) for item in node.values())
             continue
-        if node is not schema and isinstance(node.get("$id"), str):
-            resolver = resolver.in_subresource(specification.create_resource(node))
+        if node is not schema and "$id" in node:
+            refers = True
+            if isinstance(node.get("$id"), str):
+                resolver = resolver.in_subresource(specification.create_resource(node))
+        if "$recursiveRef" in node:
+            refers = True
         for keyword in ("$ref", "$dynamicRef"):
             ref = node.get(keyword)
+            if ref is not None:
+                refers = True
             if isinstance(ref, str):
                 try:
                     resolver.lookup(ref)
@@ -235,6 +244,7 @@ def _check_refs(name: str, schema: Any, cls: type[Validator]) -> None:
         for keyword, child in node.items():
             if keyword not in _DATA_KEYWORDS:
                 stack.append((child, resolver, keyword not in _NAME_MAPS))
+    return refers
 
 
 def _typing_schema(schema: Any) -> Any:
@@ -271,7 +281,7 @@ class _Tool:
                              "in $schema, which is not supported; use draft-04 or later (or no $schema: "
                              "Draft 2020-12)")
         _check_depth(name, schema)
-        _check_refs(name, schema, cls)
+        refers = _check_refs(name, schema, cls)
         options = _pattern_options(name, schema)
         try:  # offline: a `$ref` or `$schema` naming a remote resource is never fetched
             self.validator = rust(_rust_schema(schema), formats=_formats(cls), validate_formats=True, offline=True,
@@ -282,7 +292,7 @@ class _Tool:
             raise ValueError(f"tool {name!r}: 'parameters' cannot be compiled: {first}") from None
         self.schema = schema
         self.typing = _typing_schema(schema)
-        self.recursive = _recursive(schema)
+        self.recursive = refers and _recursive(schema)
 
 
 def _check_schema(name: str, schema: Any, cls: type[Validator]) -> None:

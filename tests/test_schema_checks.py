@@ -341,6 +341,26 @@ def test_reference_cycles_are_found_in_time_linear_in_the_refs(cycle: bool) -> N
     assert time.perf_counter() - started < 5
 
 
+@pytest.mark.parametrize(("schema", "recursive"), [
+    ({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}, False),
+    ({"type": "object", "properties": {"a": {"enum": [{"$ref": "#"}]}}}, False),  # data, not a reference
+    ({"type": "object", "properties": {"a": {"$ref": "#"}}}, True),
+    ({"type": "object", "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+      "properties": {"a": {"$ref": "#/$defs/n"}}}, True),
+    ({"type": "object", "$defs": {"n": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}, False),
+    ({"type": "object", "properties": {"a": {"$id": "https://example.com/a", "type": "string"}}}, True),
+    ({"$schema": "https://json-schema.org/draft/2019-09/schema", "$recursiveAnchor": True, "type": "object",
+      "properties": {"a": {"$recursiveRef": "#"}}}, True),
+])
+def test_a_tool_is_recursive_only_where_its_references_can_lead_back(schema: dict[str, Any],
+                                                                    recursive: bool) -> None:
+    """A schema without any reference is not recursive without building the reference graph; with
+    references, the graph decides (True where unsure: nested `$id`s, dynamic references)."""
+    from streamparse.validation import _Tool
+
+    assert _Tool("t", schema).recursive is recursive
+
+
 def test_a_tool_of_four_thousand_refs_compiles_in_bounded_time() -> None:
     started = time.perf_counter()
     tools = Tools([{"name": "f", "parameters": _many_refs(4000, {"type": "string"})}])
