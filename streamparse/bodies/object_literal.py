@@ -441,12 +441,11 @@ class _Reader:
 # `_as_json`: the place holder of the strings in the structure.
 _STRING = "\x00"
 _KEY_CHARACTERS = r'[^:{}\[\],<\x00"]++'  # (possessive: the class holds neither `"` nor `:`)
-# Compact structure (`_compact`), spaced as JSON: where a bare key opens after `, ` (its closing `"`
-# is already before its `: `), an opening `"` put in after `{` that opens no key (`{` followed by
-# anything but key characters and their closing `"`: put in after every `{`, it is taken back
-# before `}` and a string key), where a string key ends, `None` as a value (before `,`, `}` or
-# `]`; a key's is followed by its quote).
-_KEY_AFTER_COMMA = re.compile(r", (?=" + _KEY_CHARACTERS + '": )')
+# Compact structure (`_compact`): where a bare key opens after `,` (key characters up to a `:`),
+# an opening `"` put in after `{` that opens no key (`{` followed by anything but key characters
+# and their closing `"`: put in after every `{`, it is taken back before `}` and a string key),
+# where a string key ends, `None` as a value (before `,`, `}` or `]`; a key's is before `:`).
+_KEY_AFTER_COMMA = re.compile(r",(?=" + _KEY_CHARACTERS + ":)")
 _NO_KEY_AFTER_BRACE = re.compile(r'\{"(?!' + _KEY_CHARACTERS + '")')
 _STRING_KEY = re.compile(_STRING + ":")
 _NONE = re.compile(r"None(?=[,}\]])")
@@ -490,20 +489,22 @@ def _as_json(body: str, pos: int, quote: str) -> tuple[dict[str, Any], str | Non
 def _compact(structure: str, raw: list[str], strings: list[str]) -> tuple[dict[str, Any], str | None] | None:
     """`_as_json` of structure without whitespace (strings as `_STRING`; `raw` as read, `strings`
     encoded), spaced as `json.dumps` spaces it: each bare key's quotes put in by replacements at C
-    speed. An opening quote is put in after every `{` (taken back before `}` and a string key) and
-    must be followed by key characters and its own key's closing `"`, else the object is not one
-    the grammar reads (`{` opens a key, a string key or `}`); one is put in after `, ` where key
-    characters and the closing `": ` of their own key follow. One opening quote per `:` that
-    follows no string means every `:` follows a quoted key. No key written twice (the value's
+    speed. An opening quote is put in after a `,` followed by key characters and their `:`, and
+    after every `{` (taken back before `}` and a string key), where it must be followed by key
+    characters and its own key's closing `"`, else the object is not one the grammar reads (`{`
+    opens a key, a string key or `}`). One opening quote per `:` that follows no string means
+    every `:` follows a quoted key. No key written twice (the value's
     entries, `strict_json.entries`, are as many as the text's commas and non-empty containers)
     and every number spelled as `json.dumps` spells it (`_numbers_written`): the text read is the
     value's `json_text`.
 
-    Counts come from the lengths the replacements add (a `,` gains a space, a `:` a quote and a
-    space, a `{` a quote), not from passes of their own."""
+    The structure is respelled before it is spaced (shorter text), and counts come from the lengths
+    the replacements add (a `,` gains a space, a `:` a quote and a space, a `{` a quote), not from
+    passes of their own."""
     string_keys = len(_STRING_KEY.findall(structure))
-    spaced = structure.replace(",", ", ")
-    commas = len(spaced) - len(structure)
+    keyed, more = _KEY_AFTER_COMMA.subn(',"', _NONE.sub("null", structure))
+    spaced = keyed.replace(",", ", ")
+    commas = len(spaced) - len(keyed)
     colons = spaced.replace(":", '": ')
     bare_keys = (len(colons) - len(spaced)) // 2 - string_keys
     keyed = colons.replace("{", '{"')
@@ -515,12 +516,9 @@ def _compact(structure: str, raw: list[str], strings: list[str]) -> tuple[dict[s
     if string_keys:
         keyed = keyed.replace(_STRING + '": ', _STRING + ": ").replace('{"' + _STRING, "{" + _STRING)
         opened -= structure.count("{" + _STRING)
-    if _NO_KEY_AFTER_BRACE.search(keyed):
+    if opened + more != bare_keys or _NO_KEY_AFTER_BRACE.search(keyed):
         return None
-    keyed, more = _KEY_AFTER_COMMA.subn(', "', keyed)
-    if opened + more != bare_keys:
-        return None
-    outside = _NONE.sub("null", keyed).split(_STRING)
+    outside = keyed.split(_STRING)
     text = _interleaved(outside, strings)
     mostly_strings = not string_keys and len(text) - len(keyed) >= _LONG_STRING * len(keyed)
     stand_ins = _stand_ins(raw, strings) if mostly_strings else None
