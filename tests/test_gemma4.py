@@ -136,17 +136,31 @@ def test_render_writes_what_the_template_writes() -> None:
                     f"k y:0.75}}<tool_call|>Done.")
 
 
+def _reads_as_the_grammar(body: str) -> None:
+    """The reader gives the grammar's values, types and all (None where the grammar does not read
+    the body), and the JSON text it hands over is the value's `json_text`."""
+    from parsimonious.exceptions import ParseError
+
+    from streamparse.bodies.object_literal import _VISITOR, _Reader
+    from streamparse.grammar import load_grammar
+    from streamparse.strict_json import json_text
+
+    try:
+        expected = _VISITOR.visit(load_grammar(FMT).parse(body))
+    except (ParseError, RecursionError):
+        expected = None
+    read = _Reader(FMT).call(body)
+    assert repr(read[:2] if read is not None else None) == repr(expected)
+    if read is not None and read[2] is not None:
+        assert read[2] == json_text(read[1])
+
+
 def test_the_fast_reader_reads_as_the_grammar_does() -> None:
     """The reader (`_Reader`: JSON respelled and read at C speed, else a walk of the grammar's
     terminals) gives the grammar's values, types and all, and the JSON text it hands over is the
     value's `json_text`."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
-    from parsimonious.exceptions import ParseError
-
-    from streamparse.bodies.object_literal import _VISITOR, _Reader
-    from streamparse.grammar import load_grammar
-    from streamparse.strict_json import json_text
 
     pieces = st.sampled_from(["{", "}", "[", "]", ",", ":", " ", "a", "k y", Q, "1", "-0.5", "1e3", "2.",
                               "true", "None", "nul", "x<", "\n", '"', "\\", "NaN", "Infinity", "-0", "0.0",
@@ -157,14 +171,7 @@ def test_the_fast_reader_reads_as_the_grammar_does() -> None:
     @given(st.lists(pieces, max_size=16))
     def check(parts: list[str]) -> None:
         body = "call:f{" + "".join(parts)
-        try:
-            expected = _VISITOR.visit(load_grammar(FMT).parse(body))
-        except (ParseError, RecursionError):
-            expected = None
-        read = _Reader(FMT).call(body)
-        assert repr(read[:2] if read is not None else None) == repr(expected)
-        if read is not None and read[2] is not None:
-            assert read[2] == json_text(read[1])
+        _reads_as_the_grammar(body)
 
     check()
 
@@ -174,10 +181,6 @@ def test_the_fast_reader_reads_well_formed_literals_as_the_grammar_does() -> Non
     twice, whitespace or none), where the JSON respelling is taken."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
-
-    from streamparse.bodies.object_literal import _VISITOR, _Reader
-    from streamparse.grammar import load_grammar
-    from streamparse.strict_json import json_text
 
     numbers = st.sampled_from(["0", "-0", "7", "-12", "0.0", "-0.0", "1.5", "2.50", "0.0001", "0.00001", "1e-05",
                                "1E5", "108.", "123456789012345.0", "1234567890123456.0", "0.1234567890123456",
@@ -197,16 +200,57 @@ def test_the_fast_reader_reads_well_formed_literals_as_the_grammar_does() -> Non
     @given(st.lists(st.tuples(keys, values), max_size=5))
     def check(pairs: list[tuple[str, str]]) -> None:
         body = "call:f{" + ",".join(f"{k}:{v}" for k, v in pairs) + "}"
-        try:
-            expected = _VISITOR.visit(load_grammar(FMT).parse(body))
-        except Exception:
-            expected = None
-        read = _Reader(FMT).call(body)
-        assert repr(read[:2] if read is not None else None) == repr(expected)
-        if read is not None and read[2] is not None:
-            assert read[2] == json_text(read[1])
+        _reads_as_the_grammar(body)
 
     check()
+
+
+def test_long_strings_in_little_structure_read_as_the_grammar_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strings long enough to be read by jiter as stand-ins (`_stand_ins`: ASCII, at least
+    `_LONG_STRING` long, the strings outweighing their structure `_LONG_STRING` times; here 2, so
+    that short literals take that way) beside short ones, non-ASCII ones, repeated keys and
+    malformed structure: the reader gives the grammar's values, and the JSON text it hands over
+    is the value's `json_text`."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from streamparse.bodies import object_literal
+
+    monkeypatch.setattr(object_literal, "_LONG_STRING", 2)
+    long_text = st.tuples(st.text(st.sampled_from('ab "\\\n\t\x01{}:,<é'), max_size=4),
+                          st.integers(3, 150)).map(lambda tr: (tr[0] or "x") * tr[1])
+    strings = (long_text | long_text | st.sampled_from(["", "s", "\x00", "\ud800" * 9])).map(lambda t: f"{Q}{t}{Q}")
+    scalars = strings | st.sampled_from(["1", "-0", "2.50", "true", "None", "[]", "{}"])
+    values = st.recursive(
+        scalars,
+        lambda inner: st.lists(st.tuples(st.sampled_from(["a", "b", f"{Q}k{Q}"]), inner), max_size=3).map(
+            lambda pairs: "{" + ",".join(f"{k}:{v}" for k, v in pairs) + "}")
+        | st.lists(inner, max_size=3).map(lambda items: "[" + ",".join(items) + "]"),
+        max_leaves=6)
+    junk = st.sampled_from([""] * 8 + [",", "}", "{", ":", " ", f"{Q}"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(st.sampled_from(["a", "b"]), values), min_size=1, max_size=3), junk)
+    def check(pairs: list[tuple[str, str]], tail: str) -> None:
+        body = "call:f{" + ",".join(f"{k}:{v}" for k, v in pairs) + "}" + tail
+        _reads_as_the_grammar(body)
+
+    check()
+
+
+def test_a_long_string_is_read_as_a_stand_in_and_put_back() -> None:
+    """A call whose strings outweigh its structure (a file's content): its long strings are not
+    read again by jiter, the value holds them as written and the JSON text is the value's."""
+    from streamparse.bodies import object_literal
+    from streamparse.strict_json import json_text
+
+    code = 'def f(x):\n    return {"a": x}  # \\ "quoted"\n' * 400
+    body = f"call:write{{content:{Q}{code}{Q},opts:{{mode:420,tags:[{Q}{code}{Q},{Q}b{Q}]}},path:{Q}p.py{Q}}}"
+    raw = [code, code, "b", "p.py"]
+    assert object_literal._stand_ins(raw, [json.dumps(s) for s in raw]) is not None
+    read = object_literal._Reader(FMT).call(body)
+    arguments = {"content": code, "opts": {"mode": 420, "tags": [code, "b"]}, "path": "p.py"}
+    assert read == ("write", arguments, json_text(arguments))
 
 
 def _reference_end(text: str, quote: str, closer: str, stops: tuple[str, ...]) -> tuple[int, int] | None:

@@ -441,14 +441,19 @@ class _Reader:
 # `_as_json`: the place holder of the strings in the structure.
 _STRING = "\x00"
 _KEY_CHARACTERS = r'[^:{}\[\],<\x00"]++'  # (possessive: the class holds neither `"` nor `:`)
-# Compact structure (`_compact`), spaced as JSON: where a bare key opens (its closing `"` is already
-# before its `: `), where a string key ends, `None` as a value (before `,`, `}` or `]`; a key's is
-# followed by its quote).
-_KEY_AFTER_BRACE = re.compile(r"\{(?=" + _KEY_CHARACTERS + '": )')
-_KEY_AFTER_COMMA = re.compile(r", (?=" + _KEY_CHARACTERS + '": )')
+# Compact structure (`_compact`): where a bare key opens after `,` (key characters up to a `:`),
+# an opening `"` put in after `{` that opens no key (`{` followed by anything but key characters
+# and their closing `"`: put in after every `{`, it is taken back before `}` and a string key),
+# where a string key ends, `None` as a value (before `,`, `}` or `]`; a key's is before `:`).
+_KEY_AFTER_COMMA = re.compile(r",(?=" + _KEY_CHARACTERS + ":)")
+_NO_KEY_AFTER_BRACE = re.compile(r'\{"(?!' + _KEY_CHARACTERS + '")')
 _STRING_KEY = re.compile(_STRING + ":")
 _NONE = re.compile(r"None(?=[,}\]])")
 _EMPTY_ARRAY = re.compile(r"\[\]")  # (a regex finds two characters faster than `str.count`)
+_EMPTY_OBJECT = re.compile(r"\{\}")
+# A string at least this long, where the strings are at least this many times as long as their
+# structure, is read by jiter as a stand-in (`_stand_ins`).
+_LONG_STRING = 256
 # Spaced structure (`_spaced`): a bare key (after `{` or `,` and whitespace, before `:`, trimmed as
 # the grammar's `bare_key` is), split off with what leads to it.
 _BARE_KEY = re.compile(r"([{,][ \t\r\n]*+)([^:{}\[\],<\s\x00](?:[^:{}\[\],<\x00]*[^:{}\[\],<\s\x00])?)(?=[ \t\r\n]*:)")
@@ -471,44 +476,95 @@ def _as_json(body: str, pos: int, quote: str) -> tuple[dict[str, Any], str | Non
     structure = _STRING.join(parts[0::2]).rstrip(" \t\r\n")
     if '"' in structure or "\\" in structure:
         return None
-    strings = list(map(_encode_string, parts[1::2]))
+    raw = parts[1::2]
+    strings = list(map(_encode_string, raw))
     if len(structure.split(None, 1)) == 1:  # no whitespace
-        found = _compact(structure, strings)
+        found = _compact(structure, raw, strings)
         if found is not None:
             return found
     value = _spaced(structure, strings)
     return (value, None) if value is not None else None
 
 
-def _compact(structure: str, strings: list[str]) -> tuple[dict[str, Any], str | None] | None:
-    """`_as_json` of structure without whitespace (strings as `_STRING`), spaced as `json.dumps`
-    spaces it: each bare key's quotes put in by replacements at C speed. Every opening quote put in
-    is followed by key characters and the closing `": ` of its own key, so one per `:` that follows
-    no string means every `:` follows a quoted key. No key written twice (the value's entries,
-    `strict_json.entries`, are as many as the text's commas and non-empty containers) and every
-    number spelled as `json.dumps` spells it (`_numbers_written`): the text read is the value's
-    `json_text`."""
+def _compact(structure: str, raw: list[str], strings: list[str]) -> tuple[dict[str, Any], str | None] | None:
+    """`_as_json` of structure without whitespace (strings as `_STRING`; `raw` as read, `strings`
+    encoded), spaced as `json.dumps` spaces it: each bare key's quotes put in by replacements at C
+    speed. An opening quote is put in after a `,` followed by key characters and their `:`, and
+    after every `{` (taken back before `}` and a string key), where it must be followed by key
+    characters and its own key's closing `"`, else the object is not one the grammar reads (`{`
+    opens a key, a string key or `}`). One opening quote per `:` that follows no string means
+    every `:` follows a quoted key. No key written twice (the value's
+    entries, `strict_json.entries`, are as many as the text's commas and non-empty containers)
+    and every number spelled as `json.dumps` spells it (`_numbers_written`): the text read is the
+    value's `json_text`.
+
+    The structure is respelled before it is spaced (shorter text), and counts come from the lengths
+    the replacements add (a `,` gains a space, a `:` a quote and a space, a `{` a quote), not from
+    passes of their own."""
     string_keys = len(_STRING_KEY.findall(structure))
-    spaced = structure.replace(",", ", ").replace(":", '": ')
+    keyed, more = _KEY_AFTER_COMMA.subn(',"', _NONE.sub("null", structure))
+    spaced = keyed.replace(",", ", ")
+    commas = len(spaced) - len(keyed)
+    colons = spaced.replace(":", '": ')
+    bare_keys = (len(colons) - len(spaced)) // 2 - string_keys
+    keyed = colons.replace("{", '{"')
+    braces = len(keyed) - len(colons)
+    empty_objects = len(_EMPTY_OBJECT.findall(structure))
+    if empty_objects:
+        keyed = keyed.replace('{"}', "{}")
+    opened = braces - empty_objects  # (a bare key or a string key opens each other object)
     if string_keys:
-        spaced = spaced.replace(_STRING + '": ', _STRING + ": ")
-    keyed, opened = _KEY_AFTER_BRACE.subn('{"', spaced)
-    keyed, more = _KEY_AFTER_COMMA.subn(', "', keyed)
-    if opened + more != structure.count(":") - string_keys:
+        keyed = keyed.replace(_STRING + '": ', _STRING + ": ").replace('{"' + _STRING, "{" + _STRING)
+        opened -= structure.count("{" + _STRING)
+    if opened + more != bare_keys or _NO_KEY_AFTER_BRACE.search(keyed):
         return None
-    text = _interleaved(_NONE.sub("null", keyed).split(_STRING), strings)
+    outside = keyed.split(_STRING)
+    text = _interleaved(outside, strings)
+    mostly_strings = not string_keys and len(text) - len(keyed) >= _LONG_STRING * len(keyed)
+    stand_ins = _stand_ins(raw, strings) if mostly_strings else None
+    read = text if stand_ins is None else _interleaved(outside, stand_ins)
     try:
-        value = jiter.from_json(text.encode(), allow_inf_nan=False)
+        value = jiter.from_json(read.encode(), allow_inf_nan=False)
     except (ValueError, UnicodeEncodeError):  # not JSON, a lone surrogate
         return None
     if not isinstance(value, dict):
         return None
-    # The entries written: a comma between two, one more in each container not empty (an object's
-    # first key opened by `{`, bare or a string).
-    first_keys = opened + (structure.count("{" + _STRING) if string_keys else 0)
-    written = structure.count(",") + first_keys + structure.count("[") - len(_EMPTY_ARRAY.findall(structure))
+    if stand_ins is not None:
+        _put_back(value, raw)
+    # The entries written: a comma between two, one more in each container not empty.
+    written = commas + braces - empty_objects + structure.count("[") - len(_EMPTY_ARRAY.findall(structure))
     once = ENTRIES_COUNTED and entries(value) == written  # else a key was written twice (its last value kept)
     return value, text if once and _numbers_written(structure) else None
+
+
+def _stand_ins(raw: list[str], strings: list[str]) -> list[str] | None:
+    """`strings` with each ASCII string of `raw` at least `_LONG_STRING` long as a stand-in
+    `"\\u0000<index>"` (None where there is none): jiter then does not read again a string
+    already read, `_put_back` puts it in. No string read holds `_STRING`, so none other reads as
+    a stand-in; an ASCII string's JSON text reads as itself (a lone surrogate is left to jiter to
+    refuse, as before).
+
+    Cost: a Python step per string, and in `_put_back` per entry, where the strings are at least
+    `_LONG_STRING` times as long as the structure (`_compact`): fewer steps than a 256th of the
+    strings' characters, to save jiter a pass over the long strings' characters."""
+    out = [f'"\\u0000{index}"' if len(text) >= _LONG_STRING and text.isascii() else string
+           for index, (text, string) in enumerate(zip(raw, strings, strict=True))]
+    return out if out != strings else None
+
+
+def _put_back(value: Any, raw: list[str]) -> None:
+    """Each stand-in (`_stand_ins`) among the values in `value`'s containers replaced by its string."""
+    level = [value]
+    while level:
+        inner = []
+        for container in level:
+            for key, item in container.items() if isinstance(container, dict) else enumerate(container):
+                if isinstance(item, str):
+                    if item.startswith(_STRING):
+                        container[key] = raw[int(item[1:])]
+                elif isinstance(item, (dict, list)):
+                    inner.append(item)
+        level = inner
 
 
 # `_numbers_written`: a number's shape, its digits told apart only as zero or not.
