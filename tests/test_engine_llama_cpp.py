@@ -55,6 +55,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                                            "parameters": DAYS}}]
 SCHEMAS = {"get_weather": CITY, "forecast": DAYS}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+CALL_OPENERS = {"hermes": "<tool_call>", "deepseek_v3_1": "<｜tool▁calls▁begin｜>"}
 # Greedy, a fixed seed: the same answer streamed or whole. Room for random weights to finish the grammar;
 # and reasoning closed at once (`logit_bias`, forwarded as sent: no `<think>`, `</think>` first): the
 # grammars allow a reasoning block first (DeepSeek's without an opening tag), which random weights, once
@@ -185,15 +186,19 @@ def test_parallel_tool_calls_false_gives_one_call(engine: Any) -> None:
     assert finish == "tool_calls" and len(accepted_calls(message, set(SCHEMAS))) == 1
 
 
-def test_a_strict_tool_under_auto_holds_any_call_to_its_schema(engine: Any) -> None:
-    """"auto" leaves the answer free (text, or calls); the whole-answer grammar holds a call to its schema."""
-    _, _, _, proxy = engine
+def test_a_strict_tool_under_auto_holds_a_call_to_its_schema(engine: Any) -> None:
+    """"auto" leaves the answer free (text, or calls); the whole-answer grammar holds a call to its schema.
+    The call opener is favoured (`logit_bias`), so that random weights open a call, which the grammar
+    then holds: the answer is an accepted call of a tool, with schema-valid arguments."""
+    fmt, _, _, proxy = engine
+    _, control, user_defined, _ = MODELS[fmt]
+    opener = vocabulary(control, user_defined)[0].index(CALL_OPENERS[fmt])
     strict = [{**tool, "function": {**tool["function"], "strict": True}} for tool in TOOLS]
-    message, finish = ask(proxy, False, tools=strict)
-    if message.tool_calls:
-        assert finish == "tool_calls" and accepted_calls(message, set(SCHEMAS))
-    else:
-        assert finish in ("stop", "length")
+    message, finish = ask(proxy, False, tools=strict,
+                          logit_bias={**SAMPLING["logit_bias"], str(opener): 100})
+    assert finish in ("tool_calls", "length")  # free text may follow the call until max_tokens
+    assert accepted_calls(message, set(SCHEMAS))
+    assert not (message.model_extra or {}).get("rejected_tool_calls"), message
 
 
 @pytest.mark.parametrize("stream", [False, True])

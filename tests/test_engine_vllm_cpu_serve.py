@@ -11,16 +11,21 @@ For each format:
 - `response_format` `json_object` and `json_schema`: vLLM enforces the grammar the proxy sent (for these
   formats, which have reasoning, the structural tag of the reasoning and the JSON), so the answer is
   JSON (that the schema takes);
-- for glm45 (`FORCED_FORMATS`), `tool_choice` "required", a named tool, `allowed_tools` and
-  `parallel_tool_calls: false`: vLLM enforces the structural tag the proxy sent, so random weights
-  write calls that the proxy accepts, whose arguments the tools' schemas take.
+- `tool_choice` "required", a named tool, `allowed_tools` and `parallel_tool_calls: false`, and a strict
+  tool under "auto": vLLM enforces the structural tag the proxy sent, so random weights write calls that
+  the proxy accepts, whose arguments the tools' schemas take (a null for an optional argument is "not
+  given", as the tools check and the grammars have it). A structural tag matches text, so random weights
+  may spell a delimiter with ordinary tokens; the proxy reads a constrained answer as text, as the
+  grammar held it (`constraints.reads_as_text`).
 
 Sampling: whitespace-only tokens get a logit bias of -100 (JSON allows whitespace between its tokens,
-where random weights would spend the budget), and so does the token that opens the format's reasoning
-(an optional block the grammars allow before the answer, where random weights would write on); a forced
-request gets +100 on the end of turn, so the answer ends where the grammar first lets it (and a
-`json_object` answer +100 on `"` and `}`, so its free keys and values end as soon as JSON lets them).
-A bias only orders what the grammar allows.
+where random weights would spend the budget), and so does each token that begins the format's
+reasoning opener, whitespace before it or not (an optional block the grammars allow before the answer,
+spelled as text or as its token, where random weights would write on); a forced request gets +100 on
+the end of turn, so the answer ends where the grammar first lets it (and a `json_object` answer +100 on
+`"` and `}`, so its free keys and values end as soon as JSON lets them); the strict request gets +100 on
+the call opener and +50 on the end of turn, so a call is opened and the answer ends after it. A bias
+only orders what the grammar allows.
 
 Formats: those whose delimiters are special tokens of their models and whose real templates render
 tools, one of each syntax family (JSON in tags, XML parameters, DeepSeek's call blocks, GLM's argument
@@ -78,6 +83,8 @@ class Engine:
         self.eos = self.tokenizer.token_to_id(EOS)
         self.added = {i: token.content for i, token in self.tokenizer.get_added_tokens_decoder().items()}
         self.whitespace = whitespace_bias(self.tokenizer)
+        self.texts = [self.tokenizer.decode([i], skip_special_tokens=False)
+                      for i in range(self.tokenizer.get_vocab_size())]
         self.proxies: dict[str, Server] = {}
 
     def proxy(self, format: str) -> Server:
@@ -99,10 +106,10 @@ class Engine:
     def bias(self, format: str, forced: bool) -> dict[str, int]:
         """The sampling biases above, for `format` (the end of turn favoured when `forced`)."""
         bias = dict(self.whitespace)
-        spec = get_format(format)
-        opener = self.tokenizer.token_to_id(spec.reasoning[0][0]) if spec.reasoning else None
-        if opener is not None:
-            bias[str(opener)] = -100
+        openers = [opener for opener, _ in get_format(format).reasoning]
+        for i, text in enumerate(self.texts):
+            if text.strip() and any(opener.startswith(text.lstrip()) for opener in openers):
+                bias[str(i)] = -100
         if forced:
             bias[str(self.eos)] = 100
         return bias
@@ -140,6 +147,14 @@ def _calls(message: Any) -> list[tuple[str, Any]]:
     return [(call.function.name, json.loads(call.function.arguments)) for call in message.tool_calls or []]
 
 
+def _check_arguments(name: str, arguments: dict[str, Any]) -> None:
+    """`arguments` are valid for tool `name`: its schema takes them, a null for an optional argument
+    read as the argument not given (the tools check's rule, which the grammars follow)."""
+    schema = SCHEMAS[name]
+    given = {key: value for key, value in arguments.items() if value is not None or key in schema["required"]}
+    jsonschema.validate(given, schema)
+
+
 @pytest.mark.parametrize("format", list(FORMATS))
 def test_prompt_ids_are_accepted_and_the_output_is_read_token_aware(engine: Engine, format: str) -> None:
     options = {"max_tokens": 24, "temperature": 1.0, "seed": 11, "logit_bias": engine.bias(format, False)}
@@ -169,17 +184,13 @@ FORCED = {
 }
 NAMES = {"named": {"set_alarm"}, "allowed_tools": {"get_weather"}}
 
-
-# The formats whose forced calls random weights write so that the proxy, reading token-aware, accepts
-# them. Not yet the others: vLLM's structural tag matches text, so the model may write a delimiter as
-# ordinary tokens, which a token-aware reading does not take (mistral's and kimi_k2's calls came back
-# unclosed); the ways around it tried so far (the delimiters as xgrammar `token` elements; reading a
-# constrained answer as text) failed in other formats (docs/server.md, "Running it in front of").
-FORCED_FORMATS = ("glm45",)
+# The opener of each format's calls (favoured in the strict request).
+CALL_OPENERS = {"hermes": "<tool_call>", "qwen3_coder": "<tool_call>", "deepseek_v3_1": "<｜tool▁calls▁begin｜>",
+                "glm45": "<tool_call>", "mistral": "[TOOL_CALLS]", "kimi_k2": "<|tool_calls_section_begin|>"}
 
 
 @pytest.mark.parametrize("forced", list(FORCED))
-@pytest.mark.parametrize("format", FORCED_FORMATS)
+@pytest.mark.parametrize("format", list(FORMATS))
 def test_a_forced_call_is_enforced_by_the_engine(engine: Engine, format: str, forced: str) -> None:
     stream = forced == "required"
     request = {"model": "tiny", "messages": MESSAGES, "tools": TOOLS, "max_tokens": 160, "temperature": 1.0,
@@ -200,10 +211,26 @@ def test_a_forced_call_is_enforced_by_the_engine(engine: Engine, format: str, fo
         found = _calls(message)
     assert found, f"no accepted call for {forced}"
     for name, arguments in found:
-        jsonschema.validate(arguments, SCHEMAS[name])
+        _check_arguments(name, arguments)
     assert {name for name, _ in found} <= NAMES.get(forced, set(SCHEMAS))
     if forced == "one_call":
         assert len(found) == 1
+
+
+@pytest.mark.parametrize("format", list(FORMATS))
+def test_a_strict_tool_is_enforced_under_auto(engine: Engine, format: str) -> None:
+    """tool_choice "auto" with a strict tool: text stays free, and a call the model opens is held to its
+    tool's schema (`parallel_tool_calls: false` too, so that the answer ends after the call the bias opens)."""
+    tools = [TOOLS[0], {"type": "function", "function": {**TOOLS[1]["function"], "strict": True}}]
+    bias = engine.bias(format, False)
+    bias.update({str(engine.tokenizer.token_to_id(CALL_OPENERS[format])): 100, str(engine.eos): 50})
+    message = engine.client(format).chat.completions.create(
+        model="tiny", messages=MESSAGES, tools=tools, tool_choice="auto", parallel_tool_calls=False, max_tokens=160,
+        temperature=1.0, seed=5, logit_bias=bias).choices[0].message
+    assert not (message.model_extra or {}).get("rejected_tool_calls"), message
+    found = _calls(message)
+    assert len(found) == 1, message
+    _check_arguments(*found[0])
 
 
 @pytest.mark.parametrize("kind", ["json_object", "json_schema"])

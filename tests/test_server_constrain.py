@@ -321,6 +321,20 @@ def test_the_fields_are_built_once_per_engine_tools_and_choice() -> None:
     assert other is not None and upstream_fields("vllm", "hermes", other) != upstream_fields("vllm", "hermes", first)
 
 
+
+def test_an_answer_held_to_a_structural_tag_is_read_as_text() -> None:
+    """Every grammar sent matches text (a model may spell a delimiter with ordinary tokens and meet it),
+    so what an engine wrote under one is read as text; a request that sent none keeps the reading
+    configured."""
+    from streamparse.serve.constraints import UPSTREAM_KINDS, constraint_of, reads_as_text
+    from streamparse.validation import compiled_tools
+
+    forced = constraint_of({"tools": HERMES_TOOLS, "tool_choice": "required"}, compiled_tools(HERMES_TOOLS), False)
+    json_answer = constraint_of({"response_format": {"type": "json_object"}}, None, False)
+    assert all(reads_as_text(kind, forced) and reads_as_text(kind, json_answer) for kind in UPSTREAM_KINDS)
+    assert not reads_as_text("vllm", constraint_of({"tools": HERMES_TOOLS}, compiled_tools(HERMES_TOOLS), False))
+
+
 BAD = [
     ("unknown named function", {"tools": HERMES_TOOLS, "tool_choice": named("get_stock")},
      "tool_choice.function.name", "'get_stock', which is not among the request's tools"),

@@ -14,6 +14,16 @@ in the field each engine reads on `/v1/completions`.
   `response_format`: its `/v1/completions` applies a grammar from the first token and ignores (does not
   refuse) `grammar_lazy`, `grammar_triggers`, `preserved_tokens` and `json_schema`.
 
+Every grammar sent matches text, the structural tag (vLLM, SGLang) and GBNF (llama.cpp) alike: a
+delimiter the format spells with a special token is a literal there, which the model may also write as
+ordinary tokens (random weights do on vLLM 0.32), and a token-aware reading takes no delimiter from
+those, so a call the engine enforced would come back unaccepted. The answer to a constraint is
+therefore read as text, as the grammar held it (`reads_as_text`). Naming the delimiters as xgrammar
+`token` elements instead is not sent: vLLM 0.32 checks a tag without its tokenizer (a token named by
+text is refused), and its xgrammar (0.2.8) caches compiled grammars under a key that leaves the token
+ids out, so a grammar differing from an earlier one only in a token gets the earlier one's masks, and
+vLLM ends that request with "grammar rejected tokens" (a 500) (docs/server.md, "Running it in front of").
+
 A request needs a constraint when its `tool_choice` is "required", a named function or
 `allowed_tools`, when `parallel_tool_calls` is false, when a tool is `"strict": true` (then under
 "auto" too: the auto grammar leaves text free and holds every call to its tool's schema), or when
@@ -37,10 +47,12 @@ from ..grammar_ir import SPACE, Json, seq
 from ..registry import get_format
 from ..validation import Tools
 
-__all__ = ["OWNERS", "UPSTREAM_KINDS", "Constraint", "Unenforceable", "constraint_of", "kind_of_models",
-           "upstream_fields"]
+__all__ = ["OWNERS", "TEXT_GRAMMAR_KINDS", "UPSTREAM_KINDS", "Constraint", "Unenforceable", "constraint_of",
+           "kind_of_models", "reads_as_text", "upstream_fields"]
 
 UPSTREAM_KINDS = ("vllm", "sglang", "llama.cpp", "llama-cpp-python")
+# The engines whose grammar, as sent, matches text where a delimiter is a special token: all of them.
+TEXT_GRAMMAR_KINDS = frozenset(UPSTREAM_KINDS)
 # `owned_by` in an engine's `/v1/models` answer -> its kind (vLLM's ModelCard, SGLang's, llama-server's).
 OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}
 _OBJECT = {"type": "object"}
@@ -103,6 +115,14 @@ def kind_of_models(answer: Any) -> str | None:
         if isinstance(owner, str) and owner.lower() in OWNERS:
             return OWNERS[owner.lower()]
     return None
+
+
+def reads_as_text(kind: str, constraint: Constraint | None) -> bool:
+    """Whether the answer to a request with `constraint`, from a `kind` engine, is read as text even where
+    the generated ids arrive: the engine held it to a grammar of text (`TEXT_GRAMMAR_KINDS`), which a
+    delimiter spelled by ordinary tokens meets, so it is read as the grammar read it (else a call the
+    engine enforced would come back unaccepted). Without a constraint the reading is as configured."""
+    return constraint is not None and kind in TEXT_GRAMMAR_KINDS
 
 
 @lru_cache(maxsize=128)  # a structural tag of many tools can be megabytes (docs/grammars.md): few are kept
