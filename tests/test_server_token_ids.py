@@ -190,3 +190,33 @@ def test_a_token_id_outside_the_vocabulary_is_an_upstream_error(server: Server, 
         ask(server, prompt, stream)
     if not stream:
         assert isinstance(caught.value, openai.APIStatusError) and caught.value.status_code == 502
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_answer_held_to_a_structural_tag_is_read_as_text(upstream: Upstream, model: Path, kind: str,
+                                                           stream: bool) -> None:
+    """A structural tag matches text, so the engine lets the model spell a forced call's delimiters with
+    ordinary tokens: such an answer is read as text, as the grammar held it (`constraints.reads_as_text`),
+    and is a call; the upstream is not asked for the ids."""
+    running = Server(upstream.url, model, "--upstream-kind", kind, "--upstream-token-ids", "on")
+    try:
+        key = upstream.script(f"held-{kind}-{stream}", Script([CALL], token_ids="ordinary"))
+        out = ask_forced(running, key, stream)
+        assert out == {"content": "Let me check.", "calls": [("get_weather", '{"city": "Paris"}')]}
+        assert "return_token_ids" not in upstream.last(key[2:-2])
+    finally:
+        running.stop()
+
+
+def ask_forced(server: Server, key: str, stream: bool) -> dict[str, Any]:
+    """Content and calls of an answer to `key` with tool_choice "required"."""
+    request: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": f"{key} weather?"}],
+                               "tools": TOOLS, "tool_choice": "required"}
+    if stream:
+        slot = assemble(server.client().chat.completions.create(stream=True, **request))[0]
+        calls = [(call["name"], call["arguments"]) for _, call in sorted(slot["calls"].items())]
+        return {"content": slot["content"], "calls": calls}
+    message = server.client().chat.completions.create(**request).choices[0].message
+    return {"content": message.content or "",
+            "calls": [(c.function.name, c.function.arguments) for c in message.tool_calls or []]}

@@ -46,7 +46,7 @@ from .checks import (
     parse_request,
     parse_upstream,
 )
-from .constraints import Constraint, Unenforceable, constraint_of, kind_of_models, upstream_fields
+from .constraints import Constraint, Unenforceable, constraint_of, kind_of_models, reads_as_text, upstream_fields
 from .deadline import DeadlineExceeded, LoopBudget, within
 from .http import HttpClient, HttpError, HttpResponse
 from .limits import DEFAULT_PREPARE_TIMEOUT, Limits, OverLimit, check_messages, read_body
@@ -514,6 +514,11 @@ def create_app(config: ServerConfig) -> Starlette:
         except Unenforceable as error:
             raise RequestError(400, str(error), param=error.param) from None
         prepared.upstream_body.update(fields)
+        if prepared.tokenizer is not None and reads_as_text(kind, constraint):
+            # The engine held the answer to a grammar of text: read it as text, as the grammar did.
+            prepared.tokenizer = None
+            prepared.options = prepared.options.with_changes(special_tokens=config.options.special_tokens)
+            del prepared.upstream_body["return_token_ids"]
 
     def tokens(prepared: _Prepared, chunk: dict[str, Any]) -> dict[str, Any]:
         if prepared.tokenizer is None:
