@@ -4,11 +4,24 @@ serving a tiny random-weight llama model the test writes as a GGUF (DeepSeek's r
 (`--chat-template model.gguf --upstream-kind llama-cpp-python --text-prompt`), driven by the OpenAI SDK.
 
 Random weights write nonsense, so what is checked is what the engine must do whatever the weights: a
-streamed and a whole answer that parse; for each forced `tool_choice`, `parallel_tool_calls: false`,
-a strict tool and `response_format`, the GBNF grammar the proxy sends makes the engine write an
-answer that parses as accepted calls with schema-valid arguments (or valid JSON). Formats: hermes
-(Qwen3's template, its delimiters added as Qwen's tokenizer has them) and deepseek_v3_1 (DeepSeek
-V3.1's template over its own vocabulary). Needs llama-cpp-python (the llama.cpp tier of `.ci/run`)."""
+streamed and a whole answer that parse; for each forced `tool_choice` ("required", a named tool,
+`allowed_tools`), `parallel_tool_calls: false`, a strict tool and `response_format`, the GBNF grammar
+the proxy sends makes the engine write an answer that parses as accepted calls with schema-valid
+arguments (or valid JSON).
+
+Formats: the vLLM tier's six, each from its real template (../shared/templates): hermes (Qwen3's),
+qwen3_coder (Qwen3-Coder's), deepseek_v3_1 (DeepSeek V3.1's, over its own vocabulary and token types),
+glm45 (GLM-4.5's), mistral (Mistral Small 3.2's), kimi_k2 (Kimi K2's). The tokens a template writes
+around turns are added as control tokens, and every delimiter of an answer (call openers and closers,
+argument markers, reasoning tags) as a user-defined token: llama-cpp-python 0.3.36 writes its text with
+control tokens left out (`detokenize(..., special=False)`), so a delimiter that a GGUF types as a control
+token (llama.cpp's converter does so for an added token marked special) is enforced by the grammar but
+never reaches the proxy: with mistral's `[TOOL_CALLS]` typed control, the engine's text for "required"
+was `forecast[CALL_ID]...[ARGS]{"days": 7}` (whitespace left out), the opener gone, and the proxy's
+answer had no call (finish "stop"). A format is served by this engine where its GGUF's delimiters are
+user-defined or ordinary tokens.
+
+Sampling: reasoning closed at once (below). Needs llama-cpp-python (the llama.cpp tier of `.ci/run`)."""
 
 from __future__ import annotations
 
@@ -40,6 +53,8 @@ import streamparse  # noqa: E402
 from streamparse.registry import get_format  # noqa: E402
 
 TEMPLATES = SHARED / "templates"
+
+
 class Model(NamedTuple):
     """A format's GGUF: its real template, the tokens to add to DeepSeek's vocabulary (`control`, which
     llama-cpp-python leaves out of its text, and `user_defined`, which it writes: every delimiter of the
