@@ -294,10 +294,6 @@ class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
         # ids (index, offset, length), so that the content's ids can be handed on (`extract_content_ids`)
         self._steps: list[tuple[int, list[int], list[tuple[int, int, int]]]] = []
         self._content_ids: list[int] | None = None
-        self._prompt: Sequence[int] | None = None
-        # Made by vLLM's per-request `Parser` (it passes `model_config`), which reads the output with it.
-        self._reads_output = "model_config" in kwargs
-        self._adjusted = False
 
     # -- where the reasoning is
     @property
@@ -311,7 +307,6 @@ class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
     def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
         """The request's prompt (vLLM gives it before the output, streamed or whole): one that ends
         inside reasoning (a template that opens `<think>`) forces the reasoning open."""
-        self._prompt = prompt_token_ids
         self._forced = thinking_forced_open(self.model_tokenizer.decode(list(prompt_token_ids)), self.format)
 
     def adjust_initial_state_from_prompt(self, prompt_token_ids: Sequence[int]) -> None:
@@ -338,15 +333,15 @@ class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
     _probe: _Probe | None = None
 
     def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
-        """Whether the reasoning ended in these ids. vLLM asks with the prompt: for the instance that
-        reads the output (its per-request `Parser` asks before the output; vLLM 0.34 gives the prompt
-        first, 0.32 does not) never, so that the output's own start decides; for the one asked where
-        structured output starts (after `adjust_request`), from the prompt's text."""
-        if self._prompt is not None and list(input_ids) == list(self._prompt):
-            return False
-        if self._reads_output and not self._adjusted and self._feed is None:
-            return False
-        return self._end_of(input_ids) is not None
+        """Whether the reasoning is over at the end of these ids. vLLM asks it of the prompt only: its
+        per-request `Parser` before reading the output (True: no reasoning is read), and its chat serving
+        where structured output starts (True: from the first token). True when the prompt ends (but for
+        whitespace) with a reasoning closer of the format (a template that closes an empty `<think>`
+        block); otherwise the output's own reading decides (the reasoning half, and on each decode step
+        `is_reasoning_end_streaming`). A request whose calls streamparse's structural tag forces is
+        constrained from the first token anyway (`StreamparseToolParser.adjust_request`)."""
+        text = self.model_tokenizer.decode(list(input_ids)).rstrip()
+        return any(text.endswith(closer) for _, closer in self._spec.reasoning)
 
     def extract_content_ids(self, input_ids: list[int]) -> list[int]:
         """The ids after the reasoning. Streamed token-aware: the ids the content handed on was read from
@@ -386,7 +381,6 @@ class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
     # -- reading
     def adjust_request(self, request: Any) -> Any:
         request.skip_special_tokens = False  # the format's delimiters must reach the parser
-        self._adjusted = True
         return request
 
     def extract_reasoning(self, model_output: str, request: Any) -> tuple[str | None, str | None]:
@@ -469,6 +463,10 @@ class StreamparseToolParser(ToolParser):  # type: ignore[misc]
         if tag is not None:
             request.structured_outputs = StructuredOutputsParams(structural_tag=json.dumps(tag, ensure_ascii=False))
             request.response_format = None  # one constraint per request: the call is the answer
+            if "_grammar_from_parser" in (getattr(request, "__private_attributes__", None) or {}):
+                # The tag holds the format's optional reasoning block: vLLM constrains from the first token
+                # (as for its Mistral grammar) instead of asking `is_reasoning_end` of the prompt.
+                request._grammar_from_parser = True
         return request
 
     def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
