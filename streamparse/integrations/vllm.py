@@ -6,7 +6,10 @@ returned, and the deltas after it. Here that content is the raw text after
 `StreamParser.reasoning_end`, which the tool half reads with `StreamParser.after_reasoning`: each half
 has its own `StreamParser`, and the raw text is the handover, so no table keyed by request is needed
 (the reasoning half is never shown the request). With `engine_based_streaming` vLLM passes only the
-new text and calls `finish_streaming()` once at the end: `feed()` and `close()`.
+new text and calls `finish_streaming()` once at the end: `feed()` and `close()`. Where the format's
+special delimiters are tokens of the tokenizer, a streamed output is read token-aware from the step's
+ids (`delta_token_ids`) and text (`_TokenReader`), and the reasoning half hands on the ids of the text it
+hands on (`extract_content_ids`); vLLM gives a whole output's parsers its text only.
 
 `register()` (the `vllm.general_plugins` entry point, run in every vLLM process) names the pair
 `streamparse_<format or alias>` for every format, and `streamparse`, which detects the format from
@@ -378,7 +381,8 @@ class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
     def _ids_after(self, end: int) -> list[int]:
         """The ids of the text fed from offset `end` on (token-aware), from the steps' record."""
         steps = self._steps
-        k = max(0, _first(0, len(steps), lambda n: steps[n][0] > end) - 1)
+        k = _first(0, len(steps), lambda n: steps[n][0] >= end)  # the first step from `end` on, or the one holding it
+        k = k if k < len(steps) and steps[k][0] == end else max(0, k - 1)
         start, ids, specials = steps[k]
         cut, after = 0, start
         for index, offset, length in specials:
@@ -434,8 +438,8 @@ class StreamparseReasoningParser(ReasoningParser):  # type: ignore[misc]
             self._content.extend(delta.content for delta in deltas)
             return _delta(deltas, "")
         content, self._raw, self._content = "".join(self._raw)[end:], None, []
-        if reader is not None:  # text mode hands on no ids: the tool half reads the text too
-            self._content_ids = [] if reader.text_mode else self._ids_after(end)
+        if self._specials:  # read as text, it hands on no ids: the tool half reads the text too
+            self._content_ids = self._ids_after(end) if reader is not None and not reader.text_mode else []
         self._steps = []
         return _delta(deltas, content)
 
