@@ -124,15 +124,29 @@ def _delta(deltas: list[Delta], content: str | None = None) -> DeltaMessage | No
 _SPECIALS: dict[tuple[int, str], tuple[Any, dict[int, str]]] = {}
 
 
+def token_aware(format_name: str) -> bool:
+    """Whether the format is read token-aware through vLLM (given a tokenizer that has its special
+    delimiters as tokens): it declares special delimiters, learns no marker suffix from the output, and
+    its calls start at special tokens (every wrapper has a special opener; an envelope opener that is
+    text only inside a wrapper). streamparse's token-aware mode starts a call only at a special token, so
+    a format whose calls may start with text (`<function=` alone) is read as text, as it reads them."""
+    spec = get_format(format_name)
+    special = set(spec.special)
+    wrappers = [set(wrapper.openers) for wrapper in spec.wrappers]
+    return bool(special) and spec.marker_suffix is None and all(openers & special for openers in wrappers) and (
+        bool(wrappers) or all(set(envelope.openers) <= special for envelope in spec.envelopes))
+
+
 def _special_ids(tokenizer: Any, format_name: str) -> dict[int, str]:
-    """The ids of the format's special delimiters (`FormatSpec.special`) when every one of them is one
-    added token of the tokenizer, else none (the output is then read as text). Worked out once per
-    tokenizer and format (vLLM shares one tokenizer across requests)."""
+    """The ids of the format's special delimiters (`FormatSpec.special`) when it is read token-aware
+    (`token_aware`) and every one of them is one added token of the tokenizer, else none (the output is
+    then read as text). Worked out once per tokenizer and format (vLLM shares one tokenizer across
+    requests)."""
     key = (id(tokenizer), format_name)
     known = _SPECIALS.get(key)
     if known is not None and known[0] is tokenizer:
         return known[1]
-    delimiters = get_format(format_name).special
+    delimiters = get_format(format_name).special if token_aware(format_name) else ()
     added = getattr(tokenizer, "get_added_vocab", None)
     vocabulary: dict[str, int] = added() if callable(added) and delimiters else {}
     ids = {vocabulary[text]: text for text in delimiters} if all(text in vocabulary for text in delimiters) else {}
