@@ -143,20 +143,26 @@ class CountingTokenizer(CharTokenizer):
 @pytest.mark.parametrize("row", CASES[::3], ids=[row.label for row in CASES[::3]])
 def test_reasoning_end_on_each_decode_step_reads_each_id_a_bounded_number_of_times(row: Any) -> None:
     """vLLM's structured output asks `is_reasoning_end_streaming` on every step with every id so far:
-    the answer is `is_reasoning_end`'s on those ids at every step, and the ids decoded over the whole
-    output are O(n) (each step's own and the previous step's, and the first step's twice), not the
-    n²/2 of reading them all again at each step. Taking ids back (speculation) reads again."""
+    the answer is whether a `StreamParser` fed those ids' text knows the reasoning's end, at every step,
+    and the ids decoded over the whole output are O(n) (each step's own and the previous step's, and the
+    first step's twice), not the n²/2 of reading them all again at each step.
+    Taking ids back (speculation) reads again."""
     parser_cls = ReasoningParserManager.get_reasoning_parser("streamparse_" + row.format)
     prompt = (row.prompt or "") if row.thinking_forced_open else "<|user|>hi<|assistant|>"
     ids = [ord(c) for c in prompt + row.text]
     counting = CountingTokenizer()
-    stepped, whole = parser_cls(counting), parser_cls(CharTokenizer())
+    stepped = parser_cls(counting)
+
+    def ended(input_ids: list[int]) -> bool:  # the ids read again from the start
+        parser = streamparse.StreamParser(row.format)
+        parser.feed("".join(map(chr, input_ids)))
+        return parser.reasoning_end is not None
+
     rng = random.Random(row.label)
     at, steps = len(prompt), 0
     while at < len(ids):
         step = rng.randint(1, 8)
-        assert stepped.is_reasoning_end_streaming(ids[:at + step], ids[at:at + step]) == \
-            whole.is_reasoning_end(ids[:at + step]), at
+        assert stepped.is_reasoning_end_streaming(ids[:at + step], ids[at:at + step]) == ended(ids[:at + step]), at
         at, steps = at + step, steps + 1
     # the first two steps read every id so far (3 in all); each later one its own ids and the previous
     # step's, twice (at most 8 each): 24
@@ -164,4 +170,54 @@ def test_reasoning_end_on_each_decode_step_reads_each_id_a_bounded_number_of_tim
     counting.decoded = 0
     back = max(len(prompt), len(ids) - 5)  # five ids taken back, three others in their place
     other = [*ids[:back], 0x41, 0x42, 0x43]
-    assert stepped.is_reasoning_end_streaming(other, other[back:]) == whole.is_reasoning_end(other)
+    assert stepped.is_reasoning_end_streaming(other, other[back:]) == ended(other)
+
+
+def test_the_prompt_question_is_answered_from_the_prompt_alone() -> None:
+    """vLLM asks `is_reasoning_end` of the prompt only: its per-request `Parser` before the output (0.32
+    asks before giving the prompt with `set_prompt_token_ids`, 0.34 after), and skips the reasoning half
+    on True. True only for a prompt that ends with the format's reasoning closed: otherwise the output's
+    own start decides (a prompt that reads as 'no reasoning opened' as output text is not an answer)."""
+    parser_cls = ParserManager.get_parser(tool_parser_name="streamparse_hermes",
+                                          reasoning_parser_name="streamparse_hermes", enable_auto_tools=True)
+    tokenizer = CharTokenizer()
+    for prompt, ended in [("<|user|>hi<|assistant|>", False), ("<|user|>hi<|assistant|><think>\n", False),
+                          ("<|user|>hi<|assistant|><think>\n\n</think>\n\n", True)]:
+        assert parser_cls(tokenizer, None).is_reasoning_end(tokenizer.encode(prompt)) is ended, prompt
+
+
+@pytest.mark.parametrize("sizes", [[1], [3], [1 << 20]])
+def test_an_output_after_a_prompt_that_closed_the_reasoning_is_read_from_its_start(sizes: list[int]) -> None:
+    """A prompt that closes an empty reasoning block (Qwen3's template with thinking off): vLLM reads no
+    reasoning; the tool half reads the output from its start."""
+    row = next(row for row in CASES if row.format == "hermes" and "<think>" not in row.text and row.tools)
+    parser, request, _ = _setup(row)
+    ids = [ord(c) for c in row.text]
+    prompt = [ord(c) for c in "<|user|>hi<|assistant|><think>\n\n</think>\n\n"]
+    calls: list[str] = []
+    content = []
+    for at in range(0, len(ids), sizes[0]):
+        piece = ids[at:at + sizes[0]]
+        delta = parser.parse_delta("".join(map(chr, piece)), piece, request, prompt_token_ids=prompt,
+                                   finished=at + sizes[0] >= len(ids))
+        if delta is not None:
+            content.append(delta.content or "")
+            calls += [call.function.name for call in delta.tool_calls if call.function and call.function.name]
+    expected = _expected(row)
+    assert ("".join(content), [name for name, _ in expected[2]]) == (expected[0], calls)
+
+
+def test_a_forced_call_is_constrained_from_the_first_token() -> None:
+    """The tool half's `adjust_request` sets streamparse's structural tag for a forced call and tells vLLM
+    the grammar covers the reasoning (`_grammar_from_parser`), so vLLM constrains from the first token
+    instead of asking `is_reasoning_end` of the prompt; an unforced request is left alone."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    tool_parser = ToolParserManager.get_tool_parser("streamparse_hermes")(CharTokenizer())
+    for choice, forced in [("required", True), ({"type": "function", "function": {"name": "f"}}, True),
+                           ("auto", False)]:
+        request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                        tool_choice=choice)
+        request = tool_parser.adjust_request(request)
+        assert request._grammar_from_parser is forced, choice
+        assert (request.structured_outputs is not None) is forced, choice
+        assert request.resolve_reasoning_ended(None, []) is (True if forced else None), choice

