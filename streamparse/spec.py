@@ -514,6 +514,19 @@ class FormatSpec:
     # it (it never lands in content).
     stops: tuple[str, ...] = ()
 
+    @property
+    def calls_start_at_special_tokens(self) -> bool:
+        """Whether the output can be read token-aware (`special_tokens="require"`) without losing calls:
+        the format declares special delimiters, learns no marker suffix from the output, and its calls
+        start at special tokens (every wrapper has a special opener; an envelope opener that is text
+        counts only inside a wrapper). Token-aware reading starts a call only at a special token, so a
+        format whose calls may start with text (functionary's `<function=`, GigaChat 3.5's GCML
+        markers) is read as text by `streamparse serve` and the vLLM plugin."""
+        special = set(self.special)
+        wrappers = [set(wrapper.openers) for wrapper in self.wrappers]
+        return bool(special) and self.marker_suffix is None and all(openers & special for openers in wrappers) and (
+            bool(wrappers) or all(set(envelope.openers) <= special for envelope in self.envelopes))
+
     def ends_reasoning_at_calls(self, forced: bool) -> bool:
         """Whether a call opener ends unclosed reasoning, the output having started inside it or not."""
         return self.calls_end_reasoning or (forced and self.calls_end_forced_reasoning)

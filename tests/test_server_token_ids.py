@@ -220,3 +220,18 @@ def ask_forced(server: Server, key: str, stream: bool) -> dict[str, Any]:
     message = server.client().chat.completions.create(**request).choices[0].message
     return {"content": message.content or "",
             "calls": [(c.function.name, c.function.arguments) for c in message.tool_calls or []]}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_format_whose_calls_start_with_text_is_read_as_text(upstream: Upstream, model: Path, stream: bool) -> None:
+    """functionary v3.1's `<function=` is text: read token-aware its calls would be content, so the proxy
+    reads the answer as text and does not ask the upstream for ids (`FormatSpec.calls_start_at_special_tokens`)."""
+    running = Server(upstream.url, model, "--format", "functionary_v3_1", "--upstream-token-ids", "on")
+    try:
+        key = upstream.script(f"functionary-{stream}",
+                              Script(['<function=get_weather>{"city": "Paris"}</function>'], token_ids="ordinary"))
+        out = ask(running, key, stream)
+        assert out[0]["calls"] == [("get_weather", '{"city": "Paris"}')]
+        assert "return_token_ids" not in upstream.last(key[2:-2])
+    finally:
+        running.stop()

@@ -126,15 +126,8 @@ _SPECIALS: dict[tuple[int, str], tuple[Any, dict[int, str]]] = {}
 
 def token_aware(format_name: str) -> bool:
     """Whether the format is read token-aware through vLLM (given a tokenizer that has its special
-    delimiters as tokens): it declares special delimiters, learns no marker suffix from the output, and
-    its calls start at special tokens (every wrapper has a special opener; an envelope opener that is
-    text only inside a wrapper). streamparse's token-aware mode starts a call only at a special token, so
-    a format whose calls may start with text (`<function=` alone) is read as text, as it reads them."""
-    spec = get_format(format_name)
-    special = set(spec.special)
-    wrappers = [set(wrapper.openers) for wrapper in spec.wrappers]
-    return bool(special) and spec.marker_suffix is None and all(openers & special for openers in wrappers) and (
-        bool(wrappers) or all(set(envelope.openers) <= special for envelope in spec.envelopes))
+    delimiters as tokens): `FormatSpec.calls_start_at_special_tokens`."""
+    return get_format(format_name).calls_start_at_special_tokens
 
 
 def _special_ids(tokenizer: Any, format_name: str) -> dict[int, str]:

@@ -32,6 +32,7 @@ from starlette.routing import Route
 from ..openai import _ChunkMaker, chat_completion
 from ..options import OPTION_NAMES, Options
 from ..registry import get_format
+from ..spec import FormatSpec
 from ..types import ReasoningField
 from ..validation import compiled_tools
 from .access import RequireApiKey
@@ -129,13 +130,15 @@ class _Prepared:
     constraint: Constraint | None = None  # what the upstream must enforce (its fields added once the engine is known)
 
 
-def _id_tokenizer(config: ServerConfig) -> PromptTokenizer | None:
+def _id_tokenizer(config: ServerConfig, spec: FormatSpec) -> PromptTokenizer | None:
     """The tokenizer generated ids are read with, or None when the stream is read as text: no
-    tokenizer, `--text-prompt`, `--upstream-token-ids off`, or a format with no special delimiters."""
+    tokenizer, `--text-prompt`, `--upstream-token-ids off`, or a format whose calls do not all start
+    at special tokens (`FormatSpec.calls_start_at_special_tokens`: read token-aware, its calls that
+    start with text would be lost)."""
     tokenizer = config.template.tokenizer
     if tokenizer is None or config.text_prompt or config.upstream_token_ids == "off":
         return None
-    if not get_format(config.options.format).special:
+    if not spec.calls_start_at_special_tokens:
         return None
     return tokenizer
 
@@ -187,7 +190,7 @@ def _prepare(config: ServerConfig, body: dict[str, Any]) -> _Prepared:
         upstream_body["logprobs"] = int(body.get("top_logprobs") or 0)
     if stream:
         upstream_body["stream_options"] = {"include_usage": True}
-    tokenizer = _id_tokenizer(config)
+    tokenizer = _id_tokenizer(config, spec)
     if tokenizer is not None:
         upstream_body["return_token_ids"] = True  # vLLM; engines that do not know it ignore it
         options = options.with_changes(special_tokens="require")
