@@ -269,17 +269,23 @@ UNBOUNDED_TOOLS = json.loads(json.dumps(TOOLS).replace(', "maxLength": 12', ""))
 assert UNBOUNDED_TOOLS != TOOLS
 
 
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(label=st.sampled_from([label for label, _, _ in GRAMMARED]), required=st.booleans(), data=st.data())
-def test_a_grammar_of_an_imported_format_writes_what_it_parses(label: str, required: bool,
-                                                               data: st.DataObject) -> None:
+@given(label=st.sampled_from([label for label, _, _ in GRAMMARED]),
+       choice=st.sampled_from(["auto", "required", "named"]), data=st.data())
+def test_a_grammar_of_an_imported_format_writes_what_it_parses(label: str, choice: str, data: st.DataObject) -> None:
+    """Text generated token by token from the Lark grammar parses into accepted calls: one at least when
+    calls are required, exactly one of the named tool when one is named."""
     spec = _spec(next(template for lb, _, template in GRAMMARED if lb == label))
-    text = generate(spec, "required" if required else "auto", data, UNBOUNDED_TOOLS)  # type: ignore[arg-type]
+    text = generate(spec, NAMED if choice == "named" else choice, data, UNBOUNDED_TOOLS)  # type: ignore[arg-type]
     if text is None:
         return
     message = streamparse.parse(text, spec, tools=UNBOUNDED_TOOLS)
     assert message.rejected == [], (label, text, message.rejected)
-    assert not required or message.tool_calls, (label, text)
+    assert choice == "auto" or message.tool_calls, (label, text)
+    assert choice != "named" or [call.name for call in message.tool_calls] == ["get_weather"], (label, text)
 
 
 @pytest.mark.parametrize(("label", "missing"), sorted(UNGRAMMARED.items()))
