@@ -29,6 +29,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .bodies.first_character import FirstCharacter
@@ -634,7 +635,7 @@ def _tagged_params(found: _Found) -> _Calls | None:
                         wrapper_closers=wrapper.closers if wrapper else (),
                         head_ends=head_ends, param_head_ends=(key_close.split()[-1] if key_close else ">", "<"),
                         newline_before_next_element=not newline_framed, head_closer=head_end or "\n",
-                        head_form="{name}" + head_end, param_form="{key}" + "{ws}".join(key_close.split()),
+                        head_form="{name}" + head_end, param_form="{key}" + key_close.strip(),
                         python_values=python_values)
     return _Calls("tagged_params", body, opener, wrapper, (closer, param_open, param_close), True, ends=ends, found=
                   {"call opener": opener, "call closer": closer, "after the name": head_end,
@@ -698,20 +699,8 @@ def _declare(template: Any, found: _Found) -> Derivation:
         raise DeriveError("call layout", f"a call renders as {found.renders['one_call'][1]!r}: neither a JSON call "
                                          "object, nor a name then JSON arguments, nor tagged parameters")
     digest = hashlib.sha256(str(template.text).encode("utf-8")).hexdigest()[:10]
-    render_kwargs = dict(found.kwargs)
-
-    def render(message: Message) -> str:
-        """The message as the template writes it."""
-        renderer = _Renderer(template, render_kwargs)
-        renderer.ends = found.ends
-        turn: dict[str, Any] = {"role": "assistant", "content": message.content or None}
-        if message.reasoning:
-            turn["reasoning_content"] = message.reasoning
-        if message.tool_calls:
-            turn["tool_calls"] = [{"id": call.id, "type": "function",
-                                   "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
-                                  for call in message.tool_calls]
-        return renderer.turn(turn) or ""
+    render = TemplateWriter(template.source, tuple(sorted(template.special_tokens.items())),
+                            tuple(sorted(found.kwargs.items())), found.ends)
 
     spec = FormatSpec(
         name=f"derived-{digest}",
@@ -721,6 +710,7 @@ def _declare(template: Any, found: _Found) -> Derivation:
         anchors=(calls.anchor,) if calls.anchor is not None else (),
         wrappers=(calls.wrapper,) if calls.wrapper else (),
         render=render,
+        source=render,
         reserved=calls.reserved,
         untyped_values=calls.untyped,
         framing=found.content_framing,
@@ -734,6 +724,46 @@ def _declare(template: Any, found: _Found) -> Derivation:
     derivation = Derivation(spec, found.kwargs, found.reasoning, found.forced_open, calls.layout, parts)
     _check(derivation, found)
     return derivation
+
+
+@dataclass(frozen=True)
+class TemplateWriter:
+    """A derived format's `render`: the message as the template writes it; and its `source`, what it is
+    derived again from in another process (`rebuilt`: the grammars a derived format defines live in the
+    process that derived it), so that a derived `FormatSpec` pickles to an equal one (a spawned worker of
+    `parse_many` gets it)."""
+
+    source: str | tuple[tuple[str, str], ...]
+    tokens: tuple[tuple[str, str], ...]
+    kwargs: tuple[tuple[str, Any], ...]
+    ends: tuple[str, ...]
+
+    def __call__(self, message: Message) -> str:
+        renderer = _Renderer(_template(self.source, self.tokens), dict(self.kwargs))
+        renderer.ends = self.ends
+        turn: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        if message.reasoning:
+            turn["reasoning_content"] = message.reasoning
+        if message.tool_calls:
+            turn["tool_calls"] = [{"id": call.id, "type": "function",
+                                   "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+                                  for call in message.tool_calls]
+        return renderer.turn(turn) or ""
+
+    def rebuilt(self) -> FormatSpec:
+        return _derived(self.source, self.tokens)
+
+
+@lru_cache(maxsize=16)
+def _derived(source: str | tuple[tuple[str, str], ...], tokens: tuple[tuple[str, str], ...]) -> FormatSpec:
+    return derive(_template(source, tokens)).spec
+
+
+@lru_cache(maxsize=16)
+def _template(source: str | tuple[tuple[str, str], ...], tokens: tuple[tuple[str, str], ...]) -> Any:
+    from .serve.template import ChatTemplate
+
+    return ChatTemplate(source, dict(tokens))
 
 
 def _check(derivation: Derivation, found: _Found) -> None:

@@ -15,7 +15,7 @@ import string
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, SupportsIndex
 
 from .scanning import Decoded, EnvelopeScanner, WalkSource
 from .types import INVALID_JSON, TRUNCATED, Message
@@ -43,25 +43,44 @@ os.register_at_fork(after_in_child=_drop_unused_ids)
 
 
 def random_id(prefix: str, length: int) -> Callable[[int], str]:
-    """An id factory: `prefix` and `length` random alphanumerics (the ordinal is not used). The
-    symbols of `_IDS_PER_READ` ids are read at once (a system call per id cost a call's parse
-    more than its schema check); `deque.popleft` hands each out once, also across threads."""
-    ready: deque[str] = deque()
-    _UNUSED_IDS.append(ready)
-    batch = length * _IDS_PER_READ
+    """An id factory: `prefix` and `length` random alphanumerics (the ordinal is not used)."""
+    return RandomIds(prefix, length)
 
-    def make(ordinal: int) -> str:
+
+class RandomIds:
+    """`random_id`'s factory. The symbols of `_IDS_PER_READ` ids are read at once (a system call per id
+    cost a call's parse more than its schema check); `deque.popleft` hands each out once, also across
+    threads. It pickles as its prefix and length (a format sent to a spawned worker draws its own ids)."""
+
+    __slots__ = ("_batch", "_ready", "length", "prefix")
+
+    def __init__(self, prefix: str, length: int) -> None:
+        self.prefix, self.length = prefix, length
+        self._ready: deque[str] = deque()
+        self._batch = length * _IDS_PER_READ
+        _UNUSED_IDS.append(self._ready)
+
+    def __call__(self, ordinal: int) -> str:
+        ready = self._ready
         while True:
             try:
                 return ready.popleft()
             except IndexError:  # empty (or emptied by another thread meanwhile): draw the next ids
+                batch, length = self._batch, self.length
                 symbols = b""
                 while len(symbols) < batch:  # one read of the system's randomness, almost always
                     symbols += secrets.token_bytes(batch + batch // 16 + 8).translate(_TO_SYMBOL, _UNEVEN)
                 text = symbols[:batch].decode("ascii")
-                ready.extend([prefix + text[at:at + length] for at in range(0, batch, length)])
+                ready.extend([self.prefix + text[at:at + length] for at in range(0, batch, length)])
 
-    return make
+    def __reduce__(self) -> tuple[Any, tuple[str, int]]:
+        return (RandomIds, (self.prefix, self.length))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RandomIds) and (other.prefix, other.length) == (self.prefix, self.length)
+
+    def __hash__(self) -> int:
+        return hash((RandomIds, self.prefix, self.length))
 
 
 def reasoning_block(message: Message, tags: tuple[str, str] = ("<think>", "</think>")) -> str:
@@ -425,6 +444,16 @@ def check_suffix(suffix: object) -> None:
                          f"'<', '>', '｜', ':', quotes or braces (':6124c78e'); got {suffix!r}")
 
 
+class Rebuildable(Protocol):
+    """What a run-time declaration is rebuilt from in another process (`FormatSpec.source`)."""
+
+    def rebuilt(self) -> FormatSpec: ...
+
+
+def _rebuilt(source: Rebuildable) -> FormatSpec:
+    return source.rebuilt()
+
+
 @dataclass(frozen=True)
 class FormatSpec:
     """Everything the engine needs to know about one wire format."""
@@ -513,6 +542,15 @@ class FormatSpec:
     # them with the request's own `stop`; the engine cuts them off, and where one is left in the parse frames
     # it (it never lands in content).
     stops: tuple[str, ...] = ()
+    # Where a declaration made at run time comes from, when it needs more than its fields to be rebuilt in
+    # another process (a derived format's grammars are defined in the process that derived it): an object
+    # whose `rebuilt()` gives the declaration again; pickling sends it instead of the fields.
+    source: Rebuildable | None = field(default=None, compare=False, repr=False)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        if self.source is not None:
+            return (_rebuilt, (self.source,))
+        return super().__reduce_ex__(protocol)
 
     @property
     def calls_start_at_special_tokens(self) -> bool:

@@ -27,12 +27,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import regex  # type: ignore[import-untyped]
 
 from .bodies.json_call import JsonCall
 from .bodies.template_calls import CONTENT_PARSERS, TemplateCalls
+from .bodies.template_layout import is_space_repeat
 from .spec import EnvelopeSpec, FormatSpec
 from .types import Message
 
@@ -226,23 +228,6 @@ def _backtracking(items: Any, inside: bool) -> str:
 
 # ----------------------------------------------------------------- literals a pattern starts or ends with
 
-_SPACE_CHARS = frozenset(" \t\n\r\f\v")
-
-
-def _is_space_repeat(op: Any, av: Any) -> bool:
-    """`\\s*`, `\\n?`, `[ \\t]*`: an optional run of whitespace (framing where it stands)."""
-    if op not in _REPEATS or av[0] != 0:
-        return False
-    sub = list(av[2])
-    if len(sub) != 1:
-        return False
-    sop, sav = sub[0]
-    if sop == _sre.LITERAL:
-        return chr(sav) in _SPACE_CHARS
-    if sop == _sre.IN:
-        return all((o == _sre.CATEGORY and a == _sre.CATEGORY_SPACE) or (o == _sre.LITERAL and chr(a) in _SPACE_CHARS)
-                   for o, a in sav)
-    return False
 
 
 _Prefixes = set[tuple[str, bool]]  # (literal, whether the literal is all the items matched)
@@ -256,7 +241,7 @@ def _prefixes(items: Any) -> _Prefixes:
         for literal, whole in found:
             if not whole:
                 grown.add((literal, False))
-            elif _is_space_repeat(op, av):
+            elif is_space_repeat(op, av):
                 grown.add((literal, not literal))
             else:
                 grown |= {(literal + more, rest) for more, rest in _item_prefixes(op, av)}
@@ -319,7 +304,7 @@ def _is_end(items: list[Any]) -> bool:
 
 def _suffix(items: list[Any]) -> str | None:
     """The literal text `items` end with (past trailing optional whitespace), or None where they end otherwise."""
-    while items and _is_space_repeat(*items[-1]):
+    while items and is_space_repeat(*items[-1]):
         items = items[:-1]
     text = ""
     while items and items[-1][0] == _sre.LITERAL:
@@ -355,8 +340,7 @@ def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
                              stop_keeps=keeps,
                              content=content, content_args=json.dumps(field.get("content_args", {}), sort_keys=True),
                              transform=json.dumps(transform, sort_keys=True) if transform is not None else "",
-                             transform_each=bool(field.get("transform_each")),
-                             **_layout(head, openers, tail, closers, field))
+                             transform_each=bool(field.get("transform_each")))
     # An opener the open pattern does not match where it stands opened no field: its text is content.
     return EnvelopeSpec(openers=tuple(openers), body=body, no_call_is_content=isinstance(body, TemplateCalls))
 
@@ -377,7 +361,7 @@ def _trailing_lookahead(pattern: str, branches: list[list[Any]]) -> tuple[str, l
     stops = []
     for alternative in looked:
         items = alternative
-        while items and _is_space_repeat(*items[0]):
+        while items and is_space_repeat(*items[0]):
             items = items[1:]
         if _is_end(items):
             continue
@@ -386,64 +370,6 @@ def _trailing_lookahead(pattern: str, branches: list[list[Any]]) -> tuple[str, l
             return None
         stops += [consumed + literal for literal, _ in found]
     return (pattern[:at], stops, len(consumed)) if stops else None
-
-
-_WRITTEN_CALL = {"name": "{name}", "arguments": "{content}"}
-
-
-def _layout(head: str, openers: list[str], tail: str, closers: list[str], field: Mapping[str, Any]) -> dict[str, str]:
-    """How a grammar writes a call of this field (`TemplateCalls.layout`), read off its patterns where they
-    say it: one opener, JSON arguments from the content and the name from the open pattern's `name` group,
-    and patterns of literals, optional whitespace (written as none) and that group; else why not."""
-    transform = field.get("transform")
-    function = transform.get("function") if isinstance(transform, dict) else None
-    if len(openers) != 1:
-        missing = "several openers (an optional group before the call's own)"
-    elif not closers:
-        missing = "no literal closer (a call that ends at a lookahead or the end of the output: a JSON string " \
-                  "holding what ends it would end it there)"
-    elif field.get("transform_each"):
-        missing = "a list of calls in one envelope (transform_each)"
-    elif field.get("content") != "json" or field.get("content_args"):
-        missing = f"{field.get('content', 'text')} content (a grammar writes one call's JSON arguments)"
-    elif not isinstance(function, dict) or {k: function.get(k) for k in _WRITTEN_CALL} != _WRITTEN_CALL:
-        missing = "a transform other than the name from the open pattern's group and the arguments from the content"
-    else:
-        lead, end = _written(head), _written(tail) if tail else ""
-        if lead is None or end is None or not lead.startswith(openers[0]) or "{name}" not in lead:
-            missing = "an open or close pattern that is not literal text around the name group"
-        else:
-            written = lead[len(openers[0]):] + "{arguments}" + end.removesuffix(closers[0] if closers else "")
-            return {"layout": written}
-    return {"no_layout": f"no grammar layout: {missing}"}
-
-
-def _written(pattern: str) -> str | None:
-    """The text a pattern matches, written plainly: its literals, no optional whitespace, `{name}` for the
-    group `name`; None where it holds anything else."""
-    try:
-        parsed = _sre_parse.parse(pattern, _sre.SRE_FLAG_DOTALL)
-    except Exception:
-        return None
-    named = {number: name for name, number in parsed.state.groupdict.items()}
-
-    def write(items: Any) -> str | None:
-        out = ""
-        for op, av in items:
-            if op == _sre.LITERAL:
-                out += chr(av)
-            elif op == _sre.SUBPATTERN and named.get(av[0]) == "name":
-                out += "{name}"
-            elif op == _sre.SUBPATTERN and av[0] is None:
-                inner = write(av[-1])
-                if inner is None:
-                    return None
-                out += inner
-            elif not (_is_space_repeat(op, av) or op == _sre.ASSERT):
-                return None
-        return out
-
-    return write(parsed)
 
 
 def _is_literal(pattern: str) -> bool:
@@ -493,10 +419,21 @@ def _closing(scope: str, field: Mapping[str, Any]) -> tuple[list[str], list[str]
 # ----------------------------------------------------------------- writing a message back
 
 def _renderer(reasoning: tuple[tuple[str, str], ...], envelope: EnvelopeSpec | None) -> Any:
+    return Written(reasoning, envelope)
+
+
+@dataclass(frozen=True)
+class Written:
     """How an imported format writes a message: reasoning in its first tag pair, the content, then each
     call as a JSON call object between the envelope's first opener and closer (the template says how
-    calls are read, not written: a call field read by another content parser is not written)."""
-    def render(message: Message) -> str:
+    calls are read, not written: a call field read by another content parser is not written). Data, not a
+    closure: an imported `FormatSpec` pickles, and two imports of one template are equal."""
+
+    reasoning: tuple[tuple[str, str], ...]
+    envelope: EnvelopeSpec | None
+
+    def __call__(self, message: Message) -> str:
+        reasoning, envelope = self.reasoning, self.envelope
         out = f"{reasoning[0][0]}{message.reasoning}{reasoning[0][1]}" if reasoning and message.reasoning else ""
         out += message.content
         if message.tool_calls:
@@ -507,5 +444,3 @@ def _renderer(reasoning: tuple[tuple[str, str], ...], envelope: EnvelopeSpec | N
                 payload = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
                 out += f"{envelope.openers[0]}{payload}{body.closers[0]}"
         return out
-
-    return render

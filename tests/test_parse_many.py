@@ -10,9 +10,10 @@ import pickle
 import subprocess
 import sys
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 import pytest
-from conftest import ids
+from conftest import ROOT, SHARED, ids
 from corpus import case_rows, fixture_rows, groups
 from hypothesis import given
 from hypothesis import strategies as st
@@ -270,3 +271,41 @@ def test_workers_started_by_spawn_or_forkserver_give_the_same_messages(method: s
             "    print(streamparse.parse_many(texts, workers=2) == [streamparse.parse(t) for t in texts])\n")
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["True"], done.stderr
+
+
+SPAWNED_FORMATS = """
+import json, multiprocessing, pickle, sys
+import streamparse
+
+def read(message):
+    return message.content, message.reasoning, [(c.name, c.arguments) for c in message.tool_calls], message.rejected
+
+if __name__ == "__main__":
+    multiprocessing.set_start_method("spawn")
+    template, chat_template = sys.argv[1:3]
+    imported = streamparse.format_from_response_template(json.load(open(template)), name="glm_imported")
+    derived = streamparse.derive_format(open(chat_template, encoding="utf-8").read())
+    texts = {imported: ["<think>r</think>hi<tool_call>f\\n<arg_key>a</arg_key>\\n"
+                        "<arg_value>1</arg_value>\\n</tool_call>"],
+             derived: ["hi\\n<tool_call>\\n<function=f>\\n<parameter=a>\\n1\\n"
+                       "</parameter>\\n</function>\\n</tool_call>"]}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}}}}]
+    for spec, batch in texts.items():
+        print(pickle.loads(pickle.dumps(spec)) == spec, end=" ")
+        many = streamparse.parse_many(batch * 400, workers=2, format=spec, tools=tools)
+        print([read(m) for m in many] == [read(streamparse.parse(t, spec, tools=tools)) for t in batch * 400], end=" ")
+        print(read(many[0])[2])
+"""
+
+
+def test_an_imported_and_a_derived_format_go_to_spawned_workers_unregistered(tmp_path: Path) -> None:
+    """A format from a response_template or derived from a chat template pickles to an equal one (the derived
+    one derived again from its template in the worker), so a spawn pool parses with it, not registered."""
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED_FORMATS)
+    template = ROOT / "bench" / "templates" / "glm45.json"
+    chat_template = SHARED / "templates" / "Qwen3-Coder-30B-A3B-Instruct.jinja"
+    done = subprocess.run([sys.executable, str(script), str(template), str(chat_template)], check=False,
+                          capture_output=True, text=True, timeout=300)
+    assert done.stdout.splitlines() == ["True True [('f', {'a': 1})]"] * 2, done.stderr

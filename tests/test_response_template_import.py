@@ -26,14 +26,13 @@ from typing import Any
 import pytest
 from conftest import ROOT, assert_nothing_lost, assert_stream_matches, run_stream, shared_cases
 from corpus import CASE_FORMATS
+from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_grammar_properties import TOOLS, generate
 from transformers.utils.chat_parsing import parse_response
 
 import streamparse
-from streamparse.bodies.json_call import JsonCall
-from streamparse.bodies.template_calls import TemplateCalls
 from streamparse.constrain import GrammarUnsupported, grammar_for
 from streamparse.spec import FormatSpec
 from streamparse.template_import import format_from_response_template
@@ -199,32 +198,144 @@ def test_the_round_trip_through_the_export_parses_as_the_declared_format(fmt: st
             == ours(streamparse.parse(case["output"], fmt, **options)), case["case"]
 
 
-GRAMMAR_TEMPLATES = {"export:hermes": JsonCall, "bench:functionary_v3_1": TemplateCalls}
+# ----------------------------------------------------------------- grammars
+
+SYNTAXES = ("structural_tag", "lark", "gbnf")
+# Imported, but with no grammar, and the construct the message names.
+UNGRAMMARED = {"bench:minicpm5": r"one Python's re cannot read",  # its tag pattern's branch reset `(?|…)`
+               "bench:minimax_m1": r"the closer '\}\\n' is text JSON itself may hold"}
+GRAMMARED = [(label, fmt, template) for label, fmt, template in IMPORTED
+             if label not in UNGRAMMARED and label not in PROMPT_WRITTEN]
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
-@given(label=st.sampled_from(sorted(GRAMMAR_TEMPLATES)), required=st.booleans(), data=st.data())
-def test_a_grammar_of_an_imported_format_writes_what_it_parses(label: str, required: bool,
-                                                               data: st.DataObject) -> None:
-    spec = _spec(next(template for lb, _, template in TEMPLATES if lb == label))
-    assert isinstance(spec.envelopes[0].body, GRAMMAR_TEMPLATES[label])
-    text = generate(spec, "required" if required else "auto", data)  # type: ignore[arg-type]
+def grammar_accepts(spec: FormatSpec, syntax: str, text: str, tools: Any, **options: Any) -> bool:
+    grammar = grammar_for(spec, tools, syntax=syntax, **({"unicode_escapes": True} if syntax == "lark" else {}),
+                          **options)
+    if syntax == "structural_tag":
+        assert isinstance(grammar, dict)
+        return structural_tag_accepts(grammar, text)
+    assert isinstance(grammar, str)
+    return lark_accepts(grammar, text, ()) if syntax == "lark" else gbnf_accepts(grammar, text)
+
+
+def _calling(fmt: str, spec: FormatSpec) -> list[tuple[dict[str, Any], streamparse.Message]]:
+    """The real cases whose calls the imported format reads, each with its parse."""
+    found = []
+    for case in cases(fmt):
+        message = streamparse.parse(case["output"], spec, tools=case["tools"],
+                                    thinking_forced_open=case["thinking_forced_open"])
+        if message.tool_calls and not message.rejected:
+            found.append((case, message))
+    return found
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize(("label", "fmt", "template"), GRAMMARED, ids=[label for label, _, _ in GRAMMARED])
+def test_the_grammars_of_an_imported_format_accept_its_real_calls(label: str, fmt: str, template: dict[str, Any],
+                                                                  syntax: str) -> None:
+    """Every real output whose calls the import reads: whole with "auto", its calls alone (the content left
+    out, where it is one piece) with "required"; and a call of a tool the grammar was not asked for is refused."""
+    spec = _spec(template)
+    for case, message in _calling(fmt, spec):
+        options = {"thinking_forced_open": case["thinking_forced_open"]}
+        assert grammar_accepts(spec, syntax, case["output"], case["tools"], **options), case["case"]
+        text = case["output"]
+        if message.content.strip():
+            if text.count(message.content) != 1:
+                continue  # (content on both sides of the calls: a wrapper the template does not read)
+            text = text.replace(message.content, "", 1)
+        assert grammar_accepts(spec, syntax, text, case["tools"], tool_choice="required", **options), case["case"]
+        called, raw = message.tool_calls[0].name, message.tool_calls[0].raw
+        assert raw and raw in text, (case["case"], raw)
+        broken = text.replace(raw, raw.replace(called, called[:-1] + "_", 1), 1)  # the name in the call itself
+        assert not grammar_accepts(spec, syntax, broken, case["tools"], tool_choice="required", **options), case["case"]
+        others = [tool["function"]["name"] for tool in case["tools"] if tool["function"]["name"] != called]
+        if others and len(message.tool_calls) == 1:
+            named = {"type": "function", "function": {"name": others[0]}}
+            assert not grammar_accepts(spec, syntax, text, case["tools"], tool_choice=named, **options), case["case"]
+
+
+def test_every_imported_format_with_real_calls_has_a_grammar() -> None:
+    with_calls = [label for label, fmt, template in GRAMMARED if _calling(fmt, _spec(template))]
+    assert len(with_calls) >= 20, with_calls
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    for _, _, template in GRAMMARED:
+        grammar_for(_spec(template), tools, tool_choice="required")  # none raises GrammarUnsupported
+
+
+# The properties' tools without a string length bound: a raw text or Python string value is not bounded by
+# the grammar (docs/grammars.md), and the tools check would reject a long one.
+UNBOUNDED_TOOLS = json.loads(json.dumps(TOOLS).replace(', "maxLength": 12', ""))
+assert UNBOUNDED_TOOLS != TOOLS
+
+
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(label=st.sampled_from([label for label, _, _ in GRAMMARED]),
+       choice=st.sampled_from(["auto", "required", "named"]), data=st.data())
+def test_a_grammar_of_an_imported_format_writes_what_it_parses(label: str, choice: str, data: st.DataObject) -> None:
+    """Text generated token by token from the Lark grammar parses into accepted calls: one at least when
+    calls are required, exactly one of the named tool when one is named."""
+    spec = _spec(next(template for lb, _, template in GRAMMARED if lb == label))
+    text = generate(spec, NAMED if choice == "named" else choice, data, UNBOUNDED_TOOLS)  # type: ignore[arg-type]
     if text is None:
         return
-    message = streamparse.parse(text, spec, tools=TOOLS)
-    assert message.rejected == [], (text, message.rejected)
-    assert not required or message.tool_calls
+    message = streamparse.parse(text, spec, tools=UNBOUNDED_TOOLS)
+    assert message.rejected == [], (label, text, message.rejected)
+    assert choice == "auto" or message.tool_calls, (label, text)
+    assert choice != "named" or [call.name for call in message.tool_calls] == ["get_weather"], (label, text)
 
 
-@pytest.mark.parametrize(("label", "missing"), [
-    ("bench:qwen3_coder", "xml-inline content"), ("bench:kimi_k2", "several openers"),
-    ("bench:mistral", "no literal closer"), ("bench:nemotron", "a list of calls"),
-    ("bench:hermes", "a transform other than")])
-def test_a_template_calls_kind_without_a_layout_says_what_is_missing(label: str, missing: str) -> None:
+@pytest.mark.parametrize(("label", "missing"), sorted(UNGRAMMARED.items()))
+def test_an_imported_format_without_a_grammar_says_what_construct(label: str, missing: str) -> None:
     spec = _spec(next(template for lb, _, template in TEMPLATES if lb == label))
-    assert isinstance(spec.envelopes[0].body, TemplateCalls)
-    with pytest.raises(GrammarUnsupported, match=f"TemplateCalls.*no grammar layout: {missing}"):
+    with pytest.raises(GrammarUnsupported, match=missing):
         grammar_for(spec, TOOLS, tool_choice="required")
+
+
+def _field(**field: Any) -> dict[str, Any]:
+    return {"version": 1, "start_anchor": "A:", "fields": {"content": {"content": "text"}, "tool_calls": field}}
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"}}, "required": ["city"]}}}]
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_kv_lines_calls_are_written_one_parameter_a_line(syntax: str) -> None:
+    spec = _spec(_field(open_pattern=r"<call name=(?P<name>\w+)>", close="</call>", content="kv-lines",
+                        transform={"function": {"name": "{name}", "arguments": "{content}"}}))
+    text = "<call name=get_weather>\ncity: Paris, France\ndays: 3\n</call>"
+    message = streamparse.parse(text, spec, tools=WEATHER)
+    assert [(c.name, c.arguments) for c in message.tool_calls] == [("get_weather",
+                                                                    {"city": "Paris, France", "days": 3})]
+    assert grammar_accepts(spec, syntax, text, WEATHER, tool_choice="required")
+    assert not grammar_accepts(spec, syntax, text.replace("days: 3", "days: three"), WEATHER, tool_choice="required")
+    assert not grammar_accepts(spec, syntax, text.replace("city: Paris, France\n", ""), WEATHER,
+                               tool_choice="required")  # a required key left out
+
+
+@pytest.mark.parametrize(("field", "construct"), [
+    ({"open_pattern": "<c (?P<name>\\w+)>.", "close": "</c>", "content": "json",
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, r"any character \('\.'\)"),
+    ({"open": "<c>", "close": "</c>", "content": "json", "content_args": {"string_delims": [["'", "'"]]},
+      "transform": {"function": {"name": "{content.name}", "arguments": "{content.arguments}"}}}, "string_delims"),
+    ({"open_pattern": "<c (?P<name>\\w+)>", "close": "</c>", "content": "text",
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, "text content holds no arguments"),
+    ({"open_pattern": "<c (?P<name>\\w+)>", "close": "</c>", "content": "kv-lines",
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, "kv-lines value of type object"),
+    ({"open_pattern": "<c (?P<name>[a-z]+)>", "close": "</c>", "content": "json",
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, "'get_weather' cannot be written"),
+    ({"open": "<c>", "close": "</c>", "content": "json",
+      "transform": {"function": {"name": "python", "arguments": "{content}"}}}, "writes 'python' itself"),
+])
+def test_a_field_a_grammar_cannot_write_says_what_construct(field: dict[str, Any], construct: str) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"place": {"type": "object"}}}}}]
+    with pytest.raises(GrammarUnsupported, match=construct):
+        grammar_for(_spec(_field(**field)), tools, tool_choice="required")
 
 
 @pytest.mark.parametrize("label", sorted(REFUSED))

@@ -19,7 +19,7 @@ JSON, a transform naming a missing key), the call is rejected saying why; nothin
 regular expressions are untrusted (a model directory's): `format_from_response_template` refuses nested
 repetition, and every match here runs under `PATTERN_SECONDS` of the `regex` module's timeout (a pattern
 that runs out rejects the call; the envelope is the same text under any chunking, so its reading is too).
-A grammar writes a call by `layout`, which the import reads off the patterns where they are that plain.
+A grammar writes a call from the same patterns (`template_layout.py`), the opener included.
 Cost: one anchored match at the opener, one reverse match at the end, the content parser's one pass.
 """
 
@@ -31,17 +31,20 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import regex  # type: ignore[import-untyped]
 
 from ..calls import arguments_of
-from ..grammar_ir import GrammarUnsupported, Lit, Node, from_template, seq
+from ..grammar_ir import Node
 from ..scanning import ScanResult, WalkSource, delimiters_of
 from ..spec import CallResult, Envelope, ParsedCall, Rejection
 from ..strict_json import json_text
 from ..types import INVALID_JSON, TRUNCATED
 from ..validation import ToolSet
+
+if TYPE_CHECKING:
+    from .template_layout import Field
 
 # How long one match of a template's pattern may run (the `regex` module checks it as it goes).
 PATTERN_SECONDS = 0.25
@@ -82,10 +85,9 @@ class TemplateCalls:
     transform_each: bool = False
     # How many characters of each stop are the body's (`}` of `}<|function_call|>`: a close `\}(?=…)`).
     stop_keeps: tuple[int, ...] = ()
-    # How a grammar writes one call after the opener (`grammar_ir.from_template`: `{name}`, `{arguments}`),
-    # where the import could read it off the patterns; else what is missing for one.
-    layout: str = ""
-    no_layout: str = "no layout"
+    # The grammar writes the envelope's opener too: the open pattern from its first literal (an optional
+    # group before the call's own opener is one of its spellings; `constrain/assemble.py`).
+    writes_opener: ClassVar[bool] = True
 
     def scanner(self) -> LookaheadScanner:
         return LookaheadScanner(self.closers, self.stops, self.stop_keeps)
@@ -96,15 +98,28 @@ class TemplateCalls:
     # ----------------------------------------------------------------- the layout (grammar_ir.CallLayout)
 
     def call_grammar(self, name: str, parameters: Mapping[str, Any]) -> Node:
-        if not self.layout:
-            raise GrammarUnsupported(f"{self.field} (TemplateCalls): {self.no_layout}")
-        return from_template(self.layout, name, parameters)
+        from .template_layout import call_node  # (the grammar is written only when asked for)
+
+        return call_node(self.layout(), name, parameters)
 
     def body_grammar(self, calls: Node, many: bool) -> Node:
-        return seq(calls, Lit(self.closers[0])) if self.closers else calls
+        from .template_layout import body_node
+
+        return body_node(self.layout(), calls, many)
 
     def calls_per_envelope(self) -> int | None:
-        return 1
+        return None if self.transform_each else 1
+
+    @property
+    def ends_output(self) -> bool:
+        """An envelope with no closer runs to a stop or the end: nothing but whitespace may follow the calls."""
+        return not self.closers
+
+    def layout(self) -> Field:
+        from .template_layout import Field
+
+        return Field(self.field, self.head, self.tail, self.closers, self.content, self.content_args, self.transform,
+                     self.transform_each)
 
     def parse(self, envelope: Envelope, tools: ToolSet) -> list[CallResult]:
         try:
@@ -189,7 +204,8 @@ def _shown(value: Any) -> str:
 
 # ----------------------------------------------------------------- typing by the tool's schema
 
-def _types(schema: Any) -> tuple[str, ...]:
+def read_types(schema: Any) -> tuple[str, ...]:
+    """The JSON types a tool's parameter schema names, in its order (what `_coerced` tries)."""
     if not isinstance(schema, dict):
         return ()
     declared = schema.get("type")
@@ -197,7 +213,7 @@ def _types(schema: Any) -> tuple[str, ...]:
         if isinstance(declared, list) else []
     for union in ("anyOf", "oneOf"):
         for choice in schema.get(union) or ():
-            found += _types(choice)
+            found += read_types(choice)
     if schema.get("nullable") and "null" not in found:
         found.append("null")
     return tuple(found)
@@ -237,7 +253,7 @@ def _typed(arguments: dict[str, Any], parameters: Any, typed: bool) -> dict[str,
         return arguments
     out = dict(arguments)
     for key, value in arguments.items():
-        types = _types(properties.get(key))
+        types = read_types(properties.get(key))
         if not types or (typed and "string" in types):
             continue
         if isinstance(value, str):

@@ -152,12 +152,24 @@ class Output:
     def whole(self) -> Node:
         if self.calls is None:
             return seq(self.lead, self.end)
-        tail = seq(self.calls, FRAMING_SPACE)
+        # The whitespace after the calls ends where a closing marker begins (a syntax may need to know:
+        # a marker that is text, not a special token, could otherwise be taken for another call's start).
+        closing = tuple(way.text for way in _ways(self.end) if isinstance(way, Lit) and way.text)
+        tail = seq(self.calls, Regex(FRAMING_SPACE.pattern, stops=closing) if closing else FRAMING_SPACE)
         # With calls optional, content may follow them too (LFM2 writes its answer after the call).
         out = seq(self.lead, optional(seq(self.calls, self.content)) if self.calls_optional else tail)
         if self.open_reasoning is not None:
             out = alt(out, seq(self.open_reasoning, tail))
         return seq(out, self.end)
+
+
+def _ways(node: Node) -> list[Node]:
+    """The first pieces `node` may begin with (the options of a repeated alternative of markers)."""
+    if isinstance(node, Repeat):
+        return _ways(node.item)
+    if isinstance(node, Alt):
+        return [way for option in node.options for way in _ways(option)]
+    return [node]
 
 
 def envelope_output(spec: FormatSpec, tools: Tools | None, choice: Choice, thinking_forced_open: bool) -> Output:
@@ -184,7 +196,12 @@ def envelope_output(spec: FormatSpec, tools: Tools | None, choice: Choice, think
         stops = tuple(dict.fromkeys((*(closer for _, closer in spec.reasoning), *spec.call_openers)))
         opened = alt(*(Lit(opener) for opener, _ in spec.reasoning))
         open_reasoning = mark_special(Text(stops) if forced else seq(opened, Text(stops)), mark)
-    lead = seq(reasoning, content) if choice.mode == "auto" else seq(reasoning, FRAMING_SPACE, _framing(spec))
+    # (Before required calls, the whitespace ends where a call or a framing marker begins.)
+    before = Regex(FRAMING_SPACE.pattern, stops=tuple(dict.fromkeys((*call_openers(spec), *spec.framing))))
+    lead = seq(reasoning, content) if choice.mode == "auto" else seq(reasoning, before, _framing(spec))
+    if any(getattr(envelope.body, "ends_output", False) for envelope in spec.envelopes):
+        # An envelope that runs to the end of the output (no closer) would take what follows it.
+        return Output(mark_special(lead, mark), calls, choice.mode == "auto", open_reasoning)
     return Output(mark_special(lead, mark), calls, choice.mode == "auto", open_reasoning, mark_special(end, mark),
                   mark_special(content, mark))
 
@@ -236,7 +253,10 @@ def _reasoning(spec: FormatSpec, forced: bool) -> Node:
     for opener, closer in spec.reasoning:
         closers[opener] = (*closers.get(opener, ()), closer)
     blocks = alt(*(seq(Lit(opener), Text((*closers[opener], *also)), Lit(closer)) for opener, closer in spec.reasoning))
-    return optional(seq(FRAMING_SPACE, blocks))
+    # The whitespace before it ends where its opener begins (a syntax may need to know: an opener that is
+    # text, not a special token, would otherwise be read on into as content).
+    space = Regex(FRAMING_SPACE.pattern, stops=tuple(dict.fromkeys(opener for opener, _ in spec.reasoning)))
+    return optional(seq(space, blocks))
 
 
 def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
@@ -249,8 +269,10 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
             unlaid.append(type(envelope.body).__name__)
             continue
         # Every spelling the format reads (GigaChat 3 and 3.1 open calls differently); the opener's
-        # last `body_lead` characters are the body's own start (`functools[`).
-        openers = alt(*(Lit(opener[:len(opener) - envelope.body_lead]) for opener in envelope.openers))
+        # last `body_lead` characters are the body's own start (`functools[`); a kind that `writes_opener`
+        # writes it with the call (an imported field's open pattern, where what follows depends on it).
+        openers = EMPTY if getattr(envelope.body, "writes_opener", False) else \
+            alt(*(Lit(opener[:len(opener) - envelope.body_lead]) for opener in envelope.openers))
         envelopes.append(seq(openers, body))
     if not envelopes:
         raise GrammarUnsupported(f"format {spec.name!r}: its body kind ({', '.join(unlaid)}) has no layout yet")
@@ -274,7 +296,10 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     last = alt(*(seq(inside, optional(closer)) for inside, closer in blocks))
     if choice.most == 1:
         return last
-    return seq(Repeat(alt(*(seq(inside, closer, FRAMING_SPACE) for inside, closer in blocks))), last)
+    # (The whitespace between blocks ends where the next block opens.)
+    again = Regex(FRAMING_SPACE.pattern, stops=call_openers(spec))
+    closed = Repeat(alt(*(seq(inside, closer) for inside, closer in blocks)), 1, None, again)
+    return seq(optional(seq(closed, again)), last)
 
 
 def call_openers(spec: FormatSpec) -> tuple[str, ...]:
