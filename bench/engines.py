@@ -161,10 +161,14 @@ class Bench:
     def __init__(self, serving_cls: Any, model_dir: str, format: str) -> None:
         tool, reasoning, model_type = VLLM_PARSERS.get(format, (None, None, "any"))
         self.format = format
-        ids = HarmonyIds() if model_type == "gpt_oss" else None  # every side gets the same ids
+        # gpt-oss: vLLM's own parsers read the ids of gpt-oss's encoding; ours reads the ids of the
+        # serving's tokenizer, as in a real server, where the two are one (here the model directory's
+        # tokenizer is another vocabulary with gpt-oss's special tokens added). Each side is timed per
+        # token of its own ids.
+        ids = HarmonyIds() if model_type == "gpt_oss" else None
         ours = "streamparse_" + format
         self.sides: dict[str, Any] = {"none": serving_cls(model_dir, None, None, output_ids=ids),
-                                      "ours": serving_cls(model_dir, ours, ours, output_ids=ids)}
+                                      "ours": serving_cls(model_dir, ours, ours)}
         self.why_not: str | None = None
         if tool is None:
             self.why_not = "no vLLM parser named for it here (bench/engines.py VLLM_PARSERS)"
@@ -179,9 +183,8 @@ class Bench:
         want = expected(output.text, self.format, BENCH_TOOLS)
         rows = []
         for step in steps:
-            tokens = 0
-            for serving in self.sides.values():
-                tokens = serving.load(output.text, "<|assistant|>", [step])
+            counts = {side: serving.load(output.text, "<|assistant|>", [step]) for side, serving in self.sides.items()}
+            tokens = counts["ours"]
             same = "-"
             if "theirs" in self.sides:
                 parts = _attempt(lambda: self.sides["theirs"].answer(BENCH_TOOLS, stream=True), want)
@@ -193,7 +196,7 @@ class Bench:
             best: dict[str, float] = {}
             for _ in range(repeat):  # in turn, so that a change in the machine's load falls on every side
                 for side in timed:
-                    seconds = _cpu_per_token(self.sides[side], BENCH_TOOLS if side != "none" else None, tokens)
+                    seconds = _cpu_per_token(self.sides[side], BENCH_TOOLS if side != "none" else None, counts[side])
                     best[side] = min(best.get(side, seconds), seconds)
             rows.append(Timing(self.format, size, len(output.text), tokens, step, best["none"], best["ours"],
                                best.get("theirs"), same))
