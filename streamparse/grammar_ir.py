@@ -8,7 +8,8 @@ out as an xgrammar structural tag, a Lark grammar for llguidance or a llama.cpp 
 The nodes are frozen dataclasses and mean the same thing in every syntax:
 - `Lit(text)`: exactly this text;
 - `Special(text)`: a special (added) token of the model's vocabulary, written as that one token;
-- `Json(schema)`: the JSON text of a value valid against the JSON schema (JSON whitespace allowed);
+- `Json(schema, one_line)`: the JSON text of a value valid against the JSON schema (JSON whitespace
+  allowed; spaces only where `one_line`: no line break or tab);
 - `Text(stops)`: any text (the empty text included) in which none of `stops` occurs;
 - `Regex(pattern, stops)`: text matching the pattern, in the portable subset every emitter translates:
   literal characters and escapes (`\\n`, `\\.`, `\\d`, `\\s`, `\\w`), classes `[...]` and `[^...]`,
@@ -45,9 +46,12 @@ class Special:
 
 @dataclass(frozen=True)
 class Json:
-    """The JSON text of a value valid against `schema` (a JSON schema: a dict, or `True` for any value)."""
+    """The JSON text of a value valid against `schema` (a JSON schema: a dict, or `True` for any value).
+    `one_line`: its whitespace spaces only (a JSON string holds no raw line break or tab, so the text
+    then holds none: a closer that does cannot begin inside it)."""
 
     schema: Mapping[str, Any] | bool
+    one_line: bool = False
 
     def __hash__(self) -> int:  # a schema is a dict, not hashable: every Json node hashes alike
         return hash(Json)
@@ -116,6 +120,7 @@ EMPTY = Lit("")
 # JSON whitespace, and the whitespace templates write around and between calls, bounded so that a
 # constrained model cannot loop on newlines.
 SPACE = Regex(r"[ \t\r\n]{0,16}")
+SPACES = Regex(r"[ ]{0,16}")  # (beside a `one_line` JSON value)
 
 
 def seq(*items: Node) -> Node:

@@ -33,6 +33,7 @@ from test_grammar_properties import TOOLS, generate
 from transformers.utils.chat_parsing import parse_response
 
 import streamparse
+from streamparse.bodies.template_layout import plain_ways
 from streamparse.constrain import GrammarUnsupported, grammar_for
 from streamparse.spec import FormatSpec
 from streamparse.template_import import format_from_response_template
@@ -201,11 +202,7 @@ def test_the_round_trip_through_the_export_parses_as_the_declared_format(fmt: st
 # ----------------------------------------------------------------- grammars
 
 SYNTAXES = ("structural_tag", "lark", "gbnf")
-# Imported, but with no grammar, and the construct the message names.
-UNGRAMMARED = {"bench:minicpm5": r"one Python's re cannot read",  # its tag pattern's branch reset `(?|…)`
-               "bench:minimax_m1": r"the closer '\}\\n' is text JSON itself may hold"}
-GRAMMARED = [(label, fmt, template) for label, fmt, template in IMPORTED
-             if label not in UNGRAMMARED and label not in PROMPT_WRITTEN]
+GRAMMARED = [(label, fmt, template) for label, fmt, template in IMPORTED if label not in PROMPT_WRITTEN]
 
 
 def grammar_accepts(spec: FormatSpec, syntax: str, text: str, tools: Any, **options: Any) -> bool:
@@ -288,13 +285,6 @@ def test_a_grammar_of_an_imported_format_writes_what_it_parses(label: str, choic
     assert choice != "named" or [call.name for call in message.tool_calls] == ["get_weather"], (label, text)
 
 
-@pytest.mark.parametrize(("label", "missing"), sorted(UNGRAMMARED.items()))
-def test_an_imported_format_without_a_grammar_says_what_construct(label: str, missing: str) -> None:
-    spec = _spec(next(template for lb, _, template in TEMPLATES if lb == label))
-    with pytest.raises(GrammarUnsupported, match=missing):
-        grammar_for(spec, TOOLS, tool_choice="required")
-
-
 def _field(**field: Any) -> dict[str, Any]:
     return {"version": 1, "start_anchor": "A:", "fields": {"content": {"content": "text"}, "tool_calls": field}}
 
@@ -317,6 +307,54 @@ def test_kv_lines_calls_are_written_one_parameter_a_line(syntax: str) -> None:
                                tool_choice="required")  # a required key left out
 
 
+@pytest.mark.parametrize(("pattern", "ways"), [
+    (r"<p>(?|<!\[CDATA\[(?P<v>.*?)\]\]>|(?P<v>.*?))</p>", (r"<p>(?:<!\[CDATA\[(?P<v>.*?)\]\]>)</p>",
+                                                          r"<p>(?:(?P<v>.*?))</p>")),
+    (r"a(?|b|c(?|d|e)|[|)](?|f))?z", ("a(?:b)?z", "a(?:c(?:d))?z", "a(?:c(?:e))?z", "a(?:[|)](?:f))?z")),
+    (r"(?|x|y)(?|1|2)", ("(?:x)(?:1)", "(?:x)(?:2)", "(?:y)(?:1)", "(?:y)(?:2)")),
+    (r"[(?|a)]\(?|b)", (r"[(?|a)]\(?|b)",)),  # in a class, escaped: no branch reset
+])
+def test_a_branch_reset_is_written_one_alternative_at_a_time(pattern: str, ways: tuple[str, ...]) -> None:
+    assert plain_ways(pattern, "field") == ways
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_a_tag_pattern_with_a_branch_reset_writes_each_alternative_with_its_own_groups(syntax: str) -> None:
+    # MiniMax-CPM5's spelling: a value in CDATA, or raw; each alternative names the same `value` group.
+    spec = _spec(_field(open_pattern=r"<c name=(?P<name>\w+)>", close="</c>", content="xml-inline", content_args={
+        "tag_pattern": r"<p name=(?P<key>\w+)>(?|<!\[CDATA\[(?P<value>.*?)\]\]>\s*|(?P<value>.*?))</p>"},
+        transform={"function": {"name": "{name}", "arguments": "{content}"}}))
+    text = "<c name=get_weather><p name=city><![CDATA[a </p> b]]>\n</p><p name=days>3</p></c>"
+    message = streamparse.parse(text, spec, tools=WEATHER)
+    assert [(c.name, c.arguments) for c in message.tool_calls] == [("get_weather", {"city": "a </p> b", "days": 3})]
+    assert grammar_accepts(spec, syntax, text, WEATHER, tool_choice="required")
+    cdata_days = text.replace(">3<", "><![CDATA[3]]><")
+    assert streamparse.parse(cdata_days, spec, tools=WEATHER).tool_calls[0].arguments["days"] == 3
+    assert grammar_accepts(spec, syntax, cdata_days, WEATHER, tool_choice="required")
+    for broken in (text.replace(">3<", "><![CDATA[3]]>x<"),  # neither way: an integer, or in CDATA
+                   text.replace("]]>\n</p>", "]]>\nx</p>")):  # in CDATA, but text after it
+        assert not grammar_accepts(spec, syntax, broken, WEATHER, tool_choice="required"), broken
+
+
+MINIMAX_M1 = json.loads((BENCH / "minimax_m1.json").read_text())
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_json_before_a_closer_it_could_hold_is_written_on_one_line(syntax: str) -> None:
+    # MiniMax M1's call ends at `}⏎`: a JSON value written with a line break in its whitespace can hold that
+    # (`{"city": "Paris"}⏎}⏎` ends the call after "Paris"}); one whose whitespace is spaces cannot.
+    spec = _spec(MINIMAX_M1)
+    text = '<tool_calls>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_calls>'
+    message = streamparse.parse(text, spec, tools=WEATHER)
+    assert [(c.name, c.arguments) for c in message.tool_calls] == [("get_weather", {"city": "Paris", "days": 3})]
+    assert grammar_accepts(spec, syntax, text, WEATHER, tool_choice="required")
+    assert grammar_accepts(spec, syntax, text.replace(", ", ",").replace(": ", ":"), WEATHER, tool_choice="required")
+    cut = text.replace("3}}", "3}\n}")
+    assert streamparse.parse(cut, spec, tools=WEATHER).rejected  # the call ends inside its arguments
+    assert not grammar_accepts(spec, syntax, cut, WEATHER, tool_choice="required")
+    assert not grammar_accepts(spec, syntax, text.replace(', "days"', ',\n"days"'), WEATHER, tool_choice="required")
+
+
 @pytest.mark.parametrize(("field", "construct"), [
     ({"open_pattern": "<c (?P<name>\\w+)>.", "close": "</c>", "content": "json",
       "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, r"any character \('\.'\)"),
@@ -330,6 +368,19 @@ def test_kv_lines_calls_are_written_one_parameter_a_line(syntax: str) -> None:
       "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, "'get_weather' cannot be written"),
     ({"open": "<c>", "close": "</c>", "content": "json",
       "transform": {"function": {"name": "python", "arguments": "{content}"}}}, "writes 'python' itself"),
+    ({"open_pattern": "<c (?P<name>\\w+)>", "close": "</c>", "content": "xml-inline", "content_args": {
+        "tag_pattern": "<(?P<key>\\p{L}+)>(?P<value>.*?)</p>"},
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, "one Python's re cannot read"),
+    ({"open_pattern": "<c (?P<name>\\w+)>", "close": "</c>", "content": "xml-inline", "content_args": {
+        "tag_pattern": "<(?P<key>\\w+)>(?|(?P<value>\\d)|x(?P<value>.*?)y)*</p>"},
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, "a repeated branch reset"),
+    ({"open_pattern": "<c (?P<name>\\w+)>", "close": "</c>", "content": "xml-inline", "content_args": {
+        "tag_pattern": "<(?P<key>\\w+)>(?|a|b)(?|a|b)(?|a|b)(?|a|b)(?P<value>.*?)</p>"},
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, "make more than 8 ways"),
+    ({"open_pattern": "<c (?P<name>\\w+)>", "close_pattern": "\\} ", "content": "json",
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, r"the closer '\} ' is text JSON"),
+    ({"open_pattern": "<c (?P<name>\\w+)>", "close_pattern": "(?:\\n\\s*)?\\}\\n", "content": "json",
+      "transform": {"function": {"name": "{name}", "arguments": "{content}"}}}, r"the closer '\}\\n' is text JSON"),
 ])
 def test_a_field_a_grammar_cannot_write_says_what_construct(field: dict[str, Any], construct: str) -> None:
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {

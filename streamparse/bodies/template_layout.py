@@ -6,11 +6,15 @@ literal (the envelope's opener, written by the pattern: an optional group before
 one of the spellings), the content the content parser reads, the close pattern up to the closer. In a
 pattern, literals are written as they are, classes and bounded runs as regular expressions, optional
 whitespace as a little whitespace (`SPACE`, or the one optional character), alternatives and optional
-groups as both ways, and a named group as the call's part the transform takes from it: `name` (the
-transform's name placeholder) is the tool's name, any other group its own pattern (an `id`). The content:
+groups as both ways, a branch reset `(?|A|B)` (the `regex` module's, which Python's `re` cannot read) as
+each of its alternatives in its place, with the groups of that alternative (`plain_ways`), and a named
+group as the call's part the transform takes from it: `name` (the transform's name placeholder) is the
+tool's name, any other group its own pattern (an `id`). The content:
 - `json`: the JSON value the transform reads the name and arguments from (`{content}` the arguments;
   `{content.name}` / `{content.args}` an object of both; with `transform_each` a list of such objects,
-  `[` `,` `]`), the arguments valid against the tool's schema;
+  `[` `,` `]`), the arguments valid against the tool's schema; on one line (`Json.one_line`, spaces its
+  only whitespace and that after it) where a closer could begin inside it and holds a line break or tab
+  (MiniMax M1's `}⏎`): no JSON string holds one raw, so the closer is not found before its place;
 - `xml-inline`: one element of the tag pattern per parameter in the schema's order (each required one
   once), the `key` group the parameter's name and the `value` group its text: raw text up to the literal
   after the group where the schema allows a string (the parser keeps it), else JSON of the schema (the
@@ -18,16 +22,18 @@ transform's name placeholder) is the tool's name, any other group its own patter
 - `kv-lines`: `key<sep>value` lines, the value raw text (a string) or a JSON scalar;
 - `python-call-list`: `[NAME(key=value, ...), ...]` with Python literals of the schema.
 What cannot be written so is `GrammarUnsupported` naming the construct: a free `.` outside a group, a
-negative lookahead, a pattern Python's `re` cannot read (the `regex` module's branch reset `(?|…)`), a
-name the group would not read back, a transform the call's parts do not fill, `string_delims` (a JSON
-string may hold them), a text or number content (no arguments to write).
+negative lookahead, a pattern Python's `re` cannot read even with its branch resets taken apart (`\\p{L}`),
+a repeated branch reset or ones of more than `BRANCH_RESET_WAYS` ways, a name the group would not read
+back, a transform the call's parts do not fill, a closer JSON could hold that holds no line break (`} `)
+or after text the close pattern writes, `string_delims` (a JSON string may hold them), a text or number
+content (no arguments to write).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -35,6 +41,7 @@ from typing import Any
 from ..grammar_ir import (
     EMPTY,
     SPACE,
+    SPACES,
     Alt,
     GrammarUnsupported,
     Json,
@@ -94,14 +101,71 @@ class Parsed:
 
 
 @cache
-def parsed(pattern: str, scope: str) -> Parsed:
-    try:
-        found = _sre_parse.parse(pattern, _sre.SRE_FLAG_DOTALL)
-    except Exception as error:
-        raise GrammarUnsupported(f"{scope}: the pattern {pattern!r} is one Python's re cannot read ({error}), so no "
-                                 "grammar is written from it") from None
-    named = {number: name for name, number in found.state.groupdict.items()}
-    return Parsed(tuple(found.data), named)
+def parsed(pattern: str, scope: str) -> tuple[Parsed, ...]:
+    """The pattern taken apart, one `Parsed` per way its branch resets are taken (`plain_ways`)."""
+    found = []
+    for way in plain_ways(pattern, scope):
+        try:
+            read = _sre_parse.parse(way, _sre.SRE_FLAG_DOTALL)
+        except Exception as error:
+            raise GrammarUnsupported(f"{scope}: the pattern {pattern!r} is one Python's re cannot read ({error}), "
+                                     "so no grammar is written from it") from None
+        found.append(Parsed(tuple(read.data), {number: name for name, number in read.state.groupdict.items()}))
+    return tuple(found)
+
+
+# A pattern is written as at most this many plain patterns (the product of its branch resets' alternatives).
+BRANCH_RESET_WAYS = 8
+
+
+def plain_ways(pattern: str, scope: str) -> tuple[str, ...]:
+    """`pattern` as patterns Python's `re` reads, which together match what it matches: a branch reset
+    `(?|A|B)` (the `regex` module's: each alternative numbers its groups from the same number, so a
+    name may stand in each) is taken one alternative at a time, `(?:A)` in its place, each way with
+    the groups of its own alternative. Nested and later branch resets are taken in turn."""
+    start = next((at for at, char in _structure(pattern) if char == "(" and pattern.startswith("(?|", at)), None)
+    if start is None:
+        return (pattern,)
+    end, bars = start, []  # (the first bar is the one of `(?|`)
+    depth = 0
+    for at, char in _structure(pattern, start):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "|" and depth == 1:
+            bars.append(at)
+        if depth == 0:
+            end = at
+            break
+    else:
+        raise GrammarUnsupported(f"{scope}: the pattern {pattern!r} has a branch reset that is not closed")
+    if pattern[end + 1:end + 2] in ("*", "+", "{"):
+        raise GrammarUnsupported(f"{scope}: a repeated branch reset (its alternatives mixed) in {pattern!r} has no "
+                                 "grammar form")
+    ways: list[str] = []
+    for left, right in zip(bars, [*bars[1:], end], strict=True):
+        ways += plain_ways(f"{pattern[:start]}(?:{pattern[left + 1:right]}){pattern[end + 1:]}", scope)
+        if len(ways) > BRANCH_RESET_WAYS:
+            raise GrammarUnsupported(f"{scope}: the branch resets of {pattern!r} make more than "
+                                     f"{BRANCH_RESET_WAYS} ways to write it")
+    return tuple(ways)
+
+
+def _structure(pattern: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """The characters of `pattern` from `start` that are its structure: `(`, `)` and `|`, outside
+    escapes and character classes."""
+    at = start
+    while at < len(pattern):
+        char = pattern[at]
+        if char == "\\":
+            at += 2
+            continue
+        if char == "[":
+            at += 1 + pattern.startswith("^", at + 1)
+            at += pattern.startswith("]", at)  # (a `]` first is a member)
+            while at < len(pattern) and pattern[at] != "]":
+                at += 2 if pattern[at] == "\\" else 1
+        elif char in "()|":
+            yield at, char
+        at += 1
 
 
 def _group_reads(sub: Any, text: str) -> bool:
@@ -134,6 +198,10 @@ class Writer:
                 continue
             parts.append(self._item(pattern, op, av))
         return seq(*parts)
+
+    def write_ways(self, ways: tuple[Parsed, ...]) -> Node:
+        """A pattern taken apart in several ways (`parsed`): any of them."""
+        return alt(*(self.write(way) for way in ways))
 
     def _raw_at(self, pattern: Parsed, items: list[Any], at: int) -> bool:
         if not 0 <= at < len(items) or items[at][0] != _sre.SUBPATTERN:
@@ -288,8 +356,8 @@ def call_node(field: Field, name: str, parameters: Mapping[str, Any]) -> Node:
     """One call of `name` (`TemplateCalls.call_grammar`): a list element for `transform_each`, else the
     head, the content and the tail."""
     where = places(field)
-    roots = set(parsed(field.head, field.scope).named.values()) | \
-        (set(parsed(field.tail, field.scope).named.values()) if field.tail else set())
+    roots = {name for pattern in (field.head, *([field.tail] if field.tail else []))
+             for way in parsed(pattern, field.scope) for name in way.named.values()}
     if field.each:
         return _element(field, where, name, parameters)
     bound, checked = {}, {}
@@ -308,16 +376,36 @@ def call_node(field: Field, name: str, parameters: Mapping[str, Any]) -> Node:
     if set(bound) - writer.used:
         raise GrammarUnsupported(f"{field.scope}: the transform's group {sorted(set(bound) - writer.used)} is in no "
                                  "pattern")
-    content = _content(field, content_paths, name, parameters)
+    one_line = field.content == "json" and _one_line(field, tail)
+    content = _content(field, content_paths, name, parameters, one_line)
     if field.content == "json":  # JSON whitespace around the value, where the patterns write none
         content = seq(EMPTY if _ends_in_space(head) else SPACE, content, EMPTY if _starts_with_space(
-            tail, field.closers) else SPACE)
+            tail, field.closers) else SPACES if one_line else SPACE)
     return seq(head, content, tail)
+
+
+# What JSON text may end a token with before whitespace: a bracket, comma, colon, string, number or literal.
+_JSON_TOKEN_ENDS = frozenset('{}[],:"0123456789el')
+_LINE_BREAKS = frozenset("\n\r\t")
+
+
+def _one_line(field: Field, tail: Node) -> bool:
+    """Whether the JSON content is written on one line, its whitespace spaces only (`Json.one_line`): so
+    where a closer could begin inside it (a token JSON ends with, then whitespace: MiniMax M1's `}⏎`)
+    and holds a line break or tab, which no JSON string holds raw: the text before the closer then holds
+    none, so the closer cannot be found before its place. `GrammarUnsupported` where such a closer holds
+    none, or a close pattern written before it could write one."""
+    risky = [closer for closer in field.closers if closer[:1] in _JSON_TOKEN_ENDS and closer[1:2].isspace()]
+    for closer in risky:
+        if tail != EMPTY or not _LINE_BREAKS & set(closer):
+            raise GrammarUnsupported(f"{field.scope}: the closer {closer!r} is text JSON itself may hold (a token "
+                                     "JSON ends with, then whitespace): the call would end inside its arguments")
+    return bool(risky)
 
 
 def _head(field: Field, writer: Writer) -> Node:
     """The open pattern written from its first literal (the opener; leading whitespace is the assembly's)."""
-    return _without_leading_space(writer.write(parsed(field.head, field.scope)))
+    return _without_leading_space(writer.write_ways(parsed(field.head, field.scope)))
 
 
 def _tail(field: Field, writer: Writer) -> Node:
@@ -326,18 +414,20 @@ def _tail(field: Field, writer: Writer) -> Node:
     if not field.tail:
         return EMPTY
     tail = field.tail.removesuffix("\\s*").removesuffix("\\Z")
-    pattern = parsed(tail, field.scope)
-    items = list(pattern.items)
-    while items and is_space_repeat(*items[-1]):
-        items.pop()
-    if field.closers:  # the body's grammar writes the closer
-        closer = field.closers[0]
-        ending = "".join(chr(av) for op, av in items[-len(closer):] if op == _sre.LITERAL)
-        if len(field.closers) > 1 or ending != closer:
-            raise GrammarUnsupported(f"{field.scope}: a close pattern of several closers or one not ending with its "
-                                     "closer's literal text")
-        items = items[:-len(closer)]
-    return writer.write(pattern, items)
+    ways = []
+    for pattern in parsed(tail, field.scope):
+        items = list(pattern.items)
+        while items and is_space_repeat(*items[-1]):
+            items.pop()
+        if field.closers:  # the body's grammar writes the closer
+            closer = field.closers[0]
+            ending = "".join(chr(av) for op, av in items[-len(closer):] if op == _sre.LITERAL)
+            if len(field.closers) > 1 or ending != closer:
+                raise GrammarUnsupported(f"{field.scope}: a close pattern of several closers or one not ending with "
+                                         "its closer's literal text")
+            items = items[:-len(closer)]
+        ways.append(writer.write(pattern, items))
+    return alt(*ways)
 
 
 def _without_leading_space(node: Node) -> Node:
@@ -376,19 +466,16 @@ def _starts_with_space(node: Node, closers: tuple[str, ...]) -> bool:
 
 # ----------------------------------------------------------------- the content
 
-def _content(field: Field, paths: Mapping[tuple[str, ...], Any], name: str, parameters: Mapping[str, Any]) -> Node:
+def _content(field: Field, paths: Mapping[tuple[str, ...], Any], name: str, parameters: Mapping[str, Any],
+             one_line: bool) -> Node:
     args = json.loads(field.content_args)
     if field.content == "json":
-        spaced = [closer for closer in field.closers if closer[:1] in "}]" and closer[1:2].isspace()]
-        if spaced:
-            raise GrammarUnsupported(f"{field.scope}: the closer {spaced[0]!r} is text JSON itself may hold (a "
-                                     "brace, then whitespace): the call would end inside its arguments")
         if args.get("string_delims"):
             raise GrammarUnsupported(f"{field.scope}: json content with string_delims (a JSON string may hold them, "
                                      "and the parser would read them as a string's delimiters)")
         if not paths:
             raise GrammarUnsupported(f"{field.scope}: a transform that takes nothing from the content")
-        return Json(_schema(_nested(paths)) if () not in paths else paths[()].schema)
+        return Json(_schema(_nested(paths)) if () not in paths else paths[()].schema, one_line)
     if paths.keys() != {()}:
         raise GrammarUnsupported(f"{field.scope}: {field.content} content is the arguments as a whole; a transform "
                                  "that takes the name from it has no grammar")
@@ -421,14 +508,16 @@ def _xml_inline(field: Field, args: Mapping[str, Any], parameters: Mapping[str, 
         raise GrammarUnsupported(f"{field.scope}: xml-inline with value_parser_by (the value's parser chosen by a "
                                  "group of the tag)")
     scope = f"{field.scope} content_args.tag_pattern"
-    pattern = parsed(str(args["tag_pattern"]), scope)
-    follow = _after_group(pattern, "value", scope)
+    ways = [(pattern, _after_group(pattern, "value", scope)) for pattern in parsed(str(args["tag_pattern"]), scope)]
     elements = []
     for key, schema, required in parameters_in_order(parameters):
-        value, raw = _value(schema, parameters, (follow, *field.closers), args.get("value_parser"))
-        writer = Writer(scope, {"key": Lit(key), "value": value}, frozenset({"value"}) if raw else frozenset(),
-                        {"key": key})
-        elements.append((writer.write(pattern), required))
+        written = []
+        for pattern, follow in ways:  # the value ends at the literal after it in this way of the pattern
+            value, raw = _value(schema, parameters, (follow, *field.closers), args.get("value_parser"))
+            writer = Writer(scope, {"key": Lit(key), "value": value}, frozenset({"value"}) if raw else frozenset(),
+                            {"key": key})
+            written.append(writer.write(pattern))
+        elements.append((alt(*written), required))
     return seq(SPACE, ordered_members(elements, SPACE), SPACE) if elements else SPACE
 
 

@@ -7,7 +7,8 @@ and nothing else, so three nodes are translated here:
   with (the states are the stops' proper prefixes): each character moves to the next state, a
   character that would complete a stop has no move, and the text may end in any state;
 - `Regex`: the portable subset (`grammar_ir`), read with Python's own regex parser;
-- `Json(schema)`: rules for the JSON Schema subset that llama.cpp's converter handles (`json_gbnf`).
+- `Json(schema)`: rules for the JSON Schema subset that llama.cpp's converter handles (`json_gbnf`),
+  its whitespace spaces only where `one_line`.
 `Special` is its text: llama.cpp matches a preserved token (`preserved_tokens`) by its text.
 """
 
@@ -22,6 +23,7 @@ class _Writer(ExpressionWriter):
     def __init__(self) -> None:
         self.rules = RuleSet()
         self.json = JsonRules(self.rules)
+        self.json_line = JsonRules(self.rules, one_line=True)
 
     def choice(self, options: str) -> str:
         return self.rules.name("alt", options)
@@ -30,7 +32,7 @@ class _Writer(ExpressionWriter):
         if isinstance(node, (Lit, Special)):
             return literal(node.text)
         if isinstance(node, Json):
-            return self.json.value(node.schema)
+            return (self.json_line if node.one_line else self.json).value(node.schema)
         if isinstance(node, Text):
             return self._text(node.stops)
         if isinstance(node, Regex):

@@ -26,6 +26,7 @@ from ..grammar_ir import GrammarUnsupported, check_json_depth
 from .terms import RuleSet, bounds, literal, regex_rule
 
 _WS = '[ \\t\\n\\r]{0,16}'
+_SPACES = '[ ]{0,16}'  # (the whitespace of a `one_line` value)
 _HEX = "[0-9a-fA-F]"
 # A JSON string's characters: no control characters, escapes but no lone surrogate (the strict
 # reader rejects one).
@@ -43,10 +44,12 @@ _UNSAFE_PATTERN = re.compile(r'\[\^|(?<!\\)\.|\\[SWD]|"|\\\\|\\[nrt]')
 
 
 class JsonRules:
-    """Writes the rules of JSON Schema values into a `RuleSet`, sharing the generic rules."""
+    """Writes the rules of JSON Schema values into a `RuleSet`, sharing the generic rules; with
+    `one_line`, values whose whitespace is spaces only (`Json.one_line`)."""
 
-    def __init__(self, rules: RuleSet) -> None:
+    def __init__(self, rules: RuleSet, one_line: bool = False) -> None:
         self._rules = rules
+        self._one_line = one_line
         self._root: Any = None
         self._generic: dict[str, str] = {}
         self._pending: list[tuple[str, Mapping[str, Any], str]] = []  # (rule, schema, pointer) to write
@@ -70,7 +73,7 @@ class JsonRules:
         if kind == "char":
             found = self._rules.name("char", _CHAR)
         elif kind == "ws":
-            found = self._rules.name("ws", _WS)
+            found = self._rules.name("ws", _SPACES if self._one_line else _WS)
         elif kind == "value":
             found = self._rules.reserve("value")
             self._generic[kind] = found
@@ -102,7 +105,7 @@ class JsonRules:
         """The rule of the schema at `pointer`. A schema with a `$ref` is its target's (its other
         keywords are not read): a chain of references is followed here, in a loop, to the schema
         it ends at, and every pointer on the way names that one rule."""
-        key = (id(self._root), pointer)
+        key = (id(self._root), pointer, self._one_line)
         found = self._rules.known(key)
         chain, seen = [key], {key}
         while found is None and isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
@@ -110,7 +113,7 @@ class JsonRules:
             if not ref.startswith("#"):
                 schema = True  # a remote reference: not followed, any value
                 break
-            schema, key = self._target(ref), (id(self._root), ref)
+            schema, key = self._target(ref), (id(self._root), ref, self._one_line)
             found = self._rules.known(key)
             if key in seen:
                 raise GrammarUnsupported(f"the $ref {ref!r} leads back to itself through references alone: "

@@ -5,8 +5,8 @@ SGLang's llguidance backends, llama.cpp built with llguidance through `%llguidan
 reads as one token name (in angle brackets, none inside), `<[ID]>` by its id for any other (Mistral's
 `[TOOL_CALLS]`, Kimi K3's `<|close|>call<|sep|>`: the ids come from the caller, `token_ids`); the token
 must be a special token of the tokenizer the grammar is compiled with;
-`Json` a `%json {...}` rule, `Regex` a `/.../` terminal,
-and `Text` a terminal built with llguidance's regex negation: any text `&` not text holding a stop,
+`Json` a `%json {...}` rule (`one_line`: llguidance's `whitespace_pattern` spaces only), `Regex` a
+`/.../` terminal, and `Text` a terminal built with llguidance's regex negation: any text `&` not text holding a stop,
 `/(?s:.*)/ & ~/(?s:.*)(stop|...)(?s:.*)/`; `Seq`, `Alt` and `Repeat` are rule expressions.
 
 llguidance's lexer is greedy: a lexeme ends only where it cannot go on, so text followed by a
@@ -60,7 +60,9 @@ def _control(char: str) -> str:
 
 # llguidance's JSON takes a `\uXXXX` escape of a printable character only with this option (1.8 and
 # later; an older llguidance refuses the unknown option, so it is written only when asked for).
-_UNICODE_ESCAPES = {"x-guidance": {"json_allow_general_unicode_escapes": True}}
+_UNICODE_ESCAPES = {"json_allow_general_unicode_escapes": True}
+# A `one_line` value's whitespace: spaces only.
+_ONE_LINE = {"whitespace_pattern": "[ ]{0,16}"}
 
 
 class _Writer(ExpressionWriter):
@@ -138,8 +140,9 @@ class _Writer(ExpressionWriter):
         if isinstance(node, Json):
             _check_json_depth(node.schema)
             schema = node.schema
-            if self._unicode_escapes and schema is not False:  # at the top level (`True`: any value)
-                schema = {**_UNICODE_ESCAPES, **(schema if isinstance(schema, Mapping) else {})}
+            guidance = {**(_UNICODE_ESCAPES if self._unicode_escapes else {}), **(_ONE_LINE if node.one_line else {})}
+            if guidance and schema is not False:  # at the top level (`True`: any value)
+                schema = {"x-guidance": guidance, **(schema if isinstance(schema, Mapping) else {})}
             return self.name("json", "%json " + json.dumps(schema, ensure_ascii=False))
         if isinstance(node, Text):
             if not node.stops:

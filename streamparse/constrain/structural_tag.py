@@ -8,7 +8,8 @@ A structural tag is a tree, with no way to refer to a part written once, so `Mem
 as its `expanded()` form, O(n log n) in the members, while they are few (`EXPANDED_MEMBERS`); past
 that, as a `grammar` format holding the members' GBNF (xgrammar reads GBNF as its EBNF), O(n) where
 1,000 optional arguments expanded are 9 MB of JSON; or expanded after all where a member's schema is
-outside what GBNF writes.
+outside what GBNF writes. A `one_line` `Json` is a `grammar` format too, its GBNF (`json_gbnf`, spaces
+its only whitespace): xgrammar's `json_schema` has no way to leave line breaks out of its whitespace.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def format_of(node: Node) -> dict[str, Any]:
         return {"type": "const_string", "value": node.text}
     if isinstance(node, Json):
         check_json_depth(node.schema)
+        if node.one_line:  # (xgrammar's `json_schema` takes no whitespace of its own)
+            return {"type": "grammar", "grammar": gbnf(node)}
         return {"type": "json_schema", "json_schema": node.schema}
     if isinstance(node, Text):
         return {"type": "any_text", "excludes": list(node.stops)}
