@@ -38,7 +38,7 @@ import jsonschema
 import openai
 import tokenizers
 from conftest import SHARED
-from vllm_cpu import MESSAGES, SCHEMAS, TOOLS, VllmServer, whitespace_bias, write_model
+from vllm_cpu import MESSAGES, SCHEMAS, TOOLS, VllmServer, generated_tokens, whitespace_bias, write_model
 
 import streamparse
 from streamparse import Token
@@ -64,23 +64,8 @@ class Engine:
         return "".join(str(token.text) for token in self.tokens(ids))
 
     def tokens(self, ids: list[int]) -> list[Token]:
-        """What the model wrote as `Token`s (an added token special, the ids between decoded), less the
-        end of turn that stopped it."""
-        if ids and ids[-1] == self.eos:
-            ids = ids[:-1]
-        added = self.tokenizer.get_added_tokens_decoder()
-        tokens: list[Token] = []
-        run: list[int] = []
-        for token_id in [*ids, None]:
-            if token_id is None or token_id in added:
-                if run:
-                    tokens.append(Token(str(self.tokenizer.decode(run, skip_special_tokens=False)), False))
-                run = []
-                if token_id is not None:
-                    tokens.append(Token(added[token_id].content, True))
-            else:
-                run.append(token_id)
-        return tokens
+        """What the model wrote as `Token`s, less the end of turn that stopped it."""
+        return generated_tokens(self.tokenizer, ids, self.eos)
 
 
 @pytest.fixture(scope="module")

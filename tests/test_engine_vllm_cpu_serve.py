@@ -52,7 +52,7 @@ import openai
 import tokenizers
 from conftest import SHARED
 from test_server import Server
-from vllm_cpu import MESSAGES, SCHEMAS, TOOLS, VllmServer, whitespace_bias, write_model
+from vllm_cpu import MESSAGES, SCHEMAS, TOOLS, VllmServer, generated_tokens, whitespace_bias, write_model
 
 import streamparse
 from streamparse.registry import get_format
@@ -81,7 +81,6 @@ class Engine:
         self.folder = folder
         self.tokenizer = tokenizers.Tokenizer.from_file(str(model / "tokenizer.json"))
         self.eos = self.tokenizer.token_to_id(EOS)
-        self.added = {i: token.content for i, token in self.tokenizer.get_added_tokens_decoder().items()}
         self.whitespace = whitespace_bias(self.tokenizer)
         self.texts = [self.tokenizer.decode([i], skip_special_tokens=False)
                       for i in range(self.tokenizer.get_vocab_size())]
@@ -115,19 +114,8 @@ class Engine:
         return bias
 
     def tokens(self, ids: list[int]) -> list[Token]:
-        """The output as the model's tokens: each added token alone, the ordinary runs between them decoded."""
-        out: list[Token] = []
-        run: list[int] = []
-        for token_id in [*ids, -1]:
-            if token_id in self.added or token_id == -1:
-                if run:
-                    out.append(Token(self.tokenizer.decode(run, skip_special_tokens=False), False))
-                    run = []
-                if token_id in self.added and token_id != self.eos:
-                    out.append(Token(self.added[token_id], True))
-            else:
-                run.append(token_id)
-        return out
+        """The output as the model's tokens, less the end of turn (`vllm_cpu.generated_tokens`)."""
+        return generated_tokens(self.tokenizer, ids, self.eos)
 
 
 @pytest.fixture(scope="module")

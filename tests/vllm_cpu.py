@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 
+from streamparse import Token
+
 # Flags that make the server start fastest and hold little memory: no compilation or graphs, a small KV
 # cache (on the CPU backend --gpu-memory-utilization is the share of the machine's memory it takes, so a
 # byte count is given instead), few sequences, a short context.
@@ -49,6 +51,24 @@ def whitespace_bias(tokenizer: Any) -> dict[str, int]:
     """A logit bias of -100 on each whitespace-only token of `tokenizer` (a `tokenizers.Tokenizer`)."""
     return {str(i): -100 for i in range(tokenizer.get_vocab_size())
             if (text := tokenizer.decode([i], skip_special_tokens=False)) and not text.strip()}
+
+
+def generated_tokens(tokenizer: Any, ids: Sequence[int], eos: int) -> list[Token]:
+    """Generated ids as the model's `Token`s: each added token alone (special), the ordinary runs between
+    them decoded; the end of turn that stopped the model left out."""
+    added = {i: token.content for i, token in tokenizer.get_added_tokens_decoder().items()}
+    out: list[Token] = []
+    run: list[int] = []
+    for token_id in [*ids, None]:
+        if token_id is None or token_id in added:
+            if run:
+                out.append(Token(str(tokenizer.decode(run, skip_special_tokens=False)), False))
+                run = []
+            if token_id is not None and token_id != eos:
+                out.append(Token(added[token_id], True))
+        else:
+            run.append(token_id)
+    return out
 
 
 def _vocab_size(tokenizer: dict[str, Any]) -> int:
