@@ -223,6 +223,13 @@ def test_held_back_never_exceeds_the_longest_delimiter_plus_the_pending_whitespa
     assert_held_back_within_bound(fmt, text, outside, data.draw(splittings(text)), emit)
 
 
+def test_a_delimiter_prefix_and_a_marker_the_suffix_is_learned_from_are_not_held_together() -> None:
+    # HY V4 learns its marker suffix from the output: `</arg_value` is held as a possible marker while `<th`
+    # before it was held as a possible `<think>`, 14 characters against a longest delimiter of 13.
+    text = "<th</arg_value"
+    assert_held_back_within_bound("hy_v4", text, [True] * len(text), list(text), "validated")
+
+
 def assert_held_back_within_bound(fmt: str, text: str, outside: list[bool], chunks: list[str], emit: str) -> None:
     """Feed `chunks` of `text`; after each, the parser holds back no more than `held_back_bound`."""
     spec = get_format(fmt)

@@ -340,6 +340,21 @@ class StreamParser:
             pos = readers[self._mode](self, text, pos)
         if self._spaced:
             self._note_previous(text)
+        if learner is not None and learner.held and self._carry:
+            self._settle_before(learner.held)
+
+    def _settle_before(self, following: str) -> None:
+        """The suffix learner holds `following`, a possible marker, so the parser's carry cannot see
+        it: where no delimiter can start in the carry and run on into `following`, the carry is text
+        now (`<th` before `</arg_value`), and the two hold-backs never add up past one delimiter."""
+        if self._mode not in (_START, _CONTENT, _REASONING):
+            return
+        ahead = self._carry + following
+        for at in range(len(self._carry)):
+            rest = ahead[at:]
+            if any(rest.startswith(delimiter) or delimiter.startswith(rest) for delimiter in self._spec.delimiters):
+                return
+        self._settle_carry()
 
     def _learned(self, suffix: str) -> None:
         """The output fixed the marker suffix: from here on the delimiters are spelled with it. What
