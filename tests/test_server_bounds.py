@@ -30,7 +30,7 @@ from test_server import Server  # noqa: E402
 from upstream import Script, Upstream  # noqa: E402
 
 import streamparse  # noqa: E402
-from streamparse.serve import marking  # noqa: E402
+from streamparse.serve import deadline, marking  # noqa: E402
 from streamparse.serve.deadline import DeadlineExceeded, LoopBudget, within  # noqa: E402
 from streamparse.serve.template import TemplateRenderError  # noqa: E402
 
@@ -257,6 +257,29 @@ def test_work_that_swallows_a_stop_is_stopped_by_the_next_alarm(budget: LoopBudg
     started = time.monotonic()
     assert budget.attempt(stubborn) == (False, None)
     assert time.monotonic() - started < 1.0
+
+
+def test_a_deadline_inside_the_budget_stands_aside_and_arms_no_watchdog(budget: LoopBudget) -> None:
+    # The watchdog thread wakes at each armed expiry, even a disarmed one's: one wake-up per request
+    # (a template's render deadline) cost the proxy ~2% of its CPU. Inside the budget, which ends
+    # first, a later deadline arms nothing; work that runs on inside it is still stopped by the budget.
+    armed = len(deadline._WATCHDOG._heap)
+
+    def render() -> str:
+        with within(10.0, "rendering the chat template"):
+            return "prompt"
+
+    def spinning_render() -> None:
+        with within(10.0, "rendering the chat template"):
+            _spin()
+
+    assert budget.attempt(render) == (True, "prompt")
+    assert len(deadline._WATCHDOG._heap) == armed
+    started = time.monotonic()
+    assert budget.attempt(spinning_render) == (False, None)
+    assert time.monotonic() - started < 1.0 and len(deadline._WATCHDOG._heap) == armed
+    with pytest.raises(DeadlineExceeded), within(0.05, "the step"):  # after the attempt, deadlines hold as before
+        _spin()
 
 
 def test_nothing_is_tried_off_the_main_thread_or_where_sigalrm_is_taken(budget: LoopBudget) -> None:
