@@ -367,6 +367,7 @@ WRITTEN = [  # (template, output, the difference from transformers' reading)
     (PYTHONIC, "Sure, checking.\n  [get_weather(city='Paris'), get_weather(city='Rome', metric=True)]\n", ""),
     (PYTHONIC, "See [1], [a](b) and [x, y].\n[get_weather(city='Paris')]", ""),  # brackets the lookahead refuses
     (PYTHONIC, "A list [1, 2] and a call-like [f (x)] are text.", ""),
+    (PYTHONIC, "[ get_weather(city='Paris')]", ""),  # a space after the bracket: the lookahead refuses it
     (PYTHONIC, "<think>maybe [get_weather(city='Oslo')]?</think>[get_weather(city='Paris')]", ""),
     (PYTHONIC, "[get_weather(city='Paris')] and then words", "RAISES"),  # the field runs to the end
     (PYTHONIC, "Cut off: [get_weather(city='Par", "RAISES"),
@@ -405,6 +406,7 @@ def test_openers_at_the_start_and_ahead_read_as_transformers_reads_them_under_an
     (PYTHONIC, "Sure.\n[get_weather(city='Paris', days=3)]", "auto", True),
     (PYTHONIC, "\n[get_weather(city='Paris'), get_weather(city='Rome')]", "required", True),
     (PYTHONIC, "[get_weathe_(city='Paris')]", "required", False),
+    (PYTHONIC, "[ get_weather(city='Paris')]", "required", False),  # content: the lookahead refuses the space
     (PYTHONIC, "[get_weather(city='Paris')] and words", "auto", False),  # the list ends the output
     (APRIEL, "\n" + CALLS + "\n", "auto", True),  # calls where the output starts: no reasoning
     (APRIEL, "Thinking.\n[BEGIN FINAL RESPONSE]\n" + CALLS, "required", True),
