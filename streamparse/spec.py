@@ -526,6 +526,10 @@ class FormatSpec:
     # The output always starts inside reasoning, whatever `thinking_forced_open` says: the model
     # never writes an opener (Apriel's reasoning runs to `[BEGIN FINAL RESPONSE]`).
     reasoning_always_open: bool = False
+    # ... unless the output starts (after whitespace) with a call opener: then the call comes first and no
+    # reasoning is read (a response_template reasoning field opened at `\A`, the start of the output, which
+    # another field's longer opener at that place wins over in transformers' reading).
+    reasoning_yields_to_calls: bool = False
     # A reasoning opener later in content opens reasoning again, up to its closer: the reasoning is the
     # blocks joined in output order, and so is the content around them (Solar Open's later `<|think|>`
     # message). Otherwise reasoning is read only at the start, and a later opener is content.
@@ -591,7 +595,7 @@ class FormatSpec:
         last_open = -1
         closer_after = False
         for opener, closer in self.reasoning:
-            position = prompt.rfind(opener)
+            position = prompt.rfind(opener) if opener else -1  # ("" is opened by no prompt)
             if position > last_open:
                 last_open = position
                 closer_after = prompt.find(closer, position + len(opener)) != -1
@@ -602,7 +606,7 @@ class FormatSpec:
         """Every delimiter the format reads, for tests and tooling."""
         out: list[str] = []
         for opener, closer in self.reasoning:
-            out += [opener, closer]
+            out += [opener, closer] if opener else [closer]  # ("": reasoning no opener opens, `reasoning_always_open`)
         for envelope in self.envelopes:
             out += envelope.openers
         for wrapper in self.wrappers:

@@ -6,11 +6,16 @@ A template is a flat set of fields, one open at a time, each between an `open` a
 (literals, or `open_pattern` / `close_pattern` regular expressions), the one without `open` holding the
 rest. Its fields map onto a declaration by their output key:
 - `reasoning_content` (or `reasoning`, `thinking`): reasoning, its open and close literals the tag pairs;
+  opened at `\\A` (where the output starts): reasoning every output starts in, unless it starts with a call
+  opener (`FormatSpec.reasoning_always_open`, `reasoning_yields_to_calls`);
 - `content`: the answer; its own `open` / `close` delimiters are framing (dropped where they stand);
 - `tool_calls`: the call envelope, opened where a literal its open pattern starts with appears and
   ended at the literal its close pattern ends with (a close pattern that is only a lookahead of
-  literals is a stop; no close: the end of the output). A JSON field whose transform writes
-  `{"function": {"name", "arguments"}}` from the call object's own members, between literal
+  literals is a stop; no close: the end of the output); an open pattern that consumes only whitespace
+  and looks ahead for text that starts with a literal (`\\s*(?=\\[[A-Za-z_][\\w.]*\\()`) is an anchor, as the
+  declared `pythonic` finds its list: where the literal's first character stands in content and the
+  lookahead (bounded, `LOOKAHEAD_REPEAT`) matches, the literal left in the body. A JSON field whose
+  transform writes `{"function": {"name", "arguments"}}` from the call object's own members, between literal
   delimiters, is hermes's body kind (`json_call`: progressive, grammars); every other call field is
   the `template_calls` kind, which reads the finished envelope with transformers' semantics.
 What has no place is refused with a `ValueError` naming the construct and the field.
@@ -35,7 +40,7 @@ import regex  # type: ignore[import-untyped]
 from .bodies.json_call import JsonCall
 from .bodies.template_calls import CONTENT_PARSERS, TemplateCalls
 from .bodies.template_layout import is_space_repeat
-from .spec import EnvelopeSpec, FormatSpec
+from .spec import AnchorSpec, EnvelopeSpec, FormatSpec
 from .types import Message
 
 if sys.version_info >= (3, 11):
@@ -69,10 +74,11 @@ def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
     reasoning: list[tuple[str, str]] = []
     framing: list[str] = []
     envelopes: list[EnvelopeSpec] = []
+    anchors: tuple[AnchorSpec, ...] = ()
     for field_name, field in fields.items():
         scope = f"response_template field {field_name!r}"
         if field_name in REASONING_FIELDS:
-            openers = _literal_delimiters(scope, field, "open")
+            openers = [""] if _opens_at_start(field) else _literal_delimiters(scope, field, "open")
             closers = _literal_delimiters(scope, field, "close")
             if not openers or not closers:
                 raise ValueError(f"{scope}: reasoning needs an open and a close delimiter (streamparse reads "
@@ -81,14 +87,20 @@ def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
         elif field_name == "content":
             framing += _literal_delimiters(scope, field, "open") + _literal_delimiters(scope, field, "close")
         elif field_name == "tool_calls":
-            envelopes.append(_envelope(scope, field))
+            anchors = _lookahead_anchors(scope, field)
+            if not anchors:
+                envelopes.append(_envelope(scope, field))
         else:
             raise ValueError(f"{scope}: a message has content, reasoning_content and tool_calls; a field named "
                              f"{field_name!r} has no place in it (rename it to one of those)")
     render = _renderer(tuple(reasoning[:1]), envelopes[0] if envelopes else None)
-    # transformers opens the reasoning field wherever its opener stands, not only at the start.
+    # transformers opens the reasoning field wherever its opener stands, not only at the start; a field
+    # opened at `\A` (the opener "") where the output starts, unless another field's opener is there.
+    at_start = any(not opener for opener, _ in reasoning)
     return FormatSpec(name=name, aliases=(), reasoning=tuple(dict.fromkeys(reasoning)), envelopes=tuple(envelopes),
-                      render=render, framing=tuple(dict.fromkeys(framing)), reasoning_reopens=bool(reasoning))
+                      render=render, framing=tuple(dict.fromkeys(framing)), anchors=anchors,
+                      reasoning_reopens=any(opener for opener, _ in reasoning),
+                      reasoning_always_open=at_start, reasoning_yields_to_calls=at_start)
 
 
 # ----------------------------------------------------------------- what transformers accepts
@@ -336,13 +348,96 @@ def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
             and plain and closers and not stops and not tail and not _captures(open_pattern):
         body: Any = JsonCall("hermes", closers=tuple(closers), tag=openers[0])
     else:
-        body = TemplateCalls(field=scope, head=head, tail=tail, closers=tuple(closers), stops=tuple(stops),
-                             stop_keeps=keeps,
-                             content=content, content_args=json.dumps(field.get("content_args", {}), sort_keys=True),
-                             transform=json.dumps(transform, sort_keys=True) if transform is not None else "",
-                             transform_each=bool(field.get("transform_each")))
+        body = _template_calls(scope, field, head, (closers, stops, keeps, tail))
     # An opener the open pattern does not match where it stands opened no field: its text is content.
     return EnvelopeSpec(openers=tuple(openers), body=body, no_call_is_content=isinstance(body, TemplateCalls))
+
+
+def _template_calls(scope: str, field: Mapping[str, Any], head: str,
+                    closing: tuple[list[str], list[str], tuple[int, ...], str]) -> TemplateCalls:
+    """The `template_calls` kind reading the call field whose open pattern is `head`, ended as `_closing` says."""
+    closers, stops, keeps, tail = closing
+    transform = field.get("transform")
+    return TemplateCalls(field=scope, head=head, tail=tail, closers=tuple(closers), stops=tuple(stops),
+                         stop_keeps=keeps, content=field.get("content", "text"),
+                         content_args=json.dumps(field.get("content_args", {}), sort_keys=True),
+                         transform=json.dumps(transform, sort_keys=True) if transform is not None else "",
+                         transform_each=bool(field.get("transform_each")))
+
+
+# ----------------------------------------------------------------- fields opened where no literal stands
+
+_STARTS = (_sre.AT_BEGINNING, _sre.AT_BEGINNING_STRING)
+# How many times an unbounded repetition in a lookahead opener is tried before the text is content: the
+# lookahead is what a position is held back for, so it is bounded (`_bounded`; docs/formats.md).
+LOOKAHEAD_REPEAT = 128
+
+
+def _opens_at_start(field: Mapping[str, Any]) -> bool:
+    """Whether the field's open pattern is `\\A` (or `^`: transformers compiles no MULTILINE), optional
+    whitespace beside it: the field opens where the text transformers reads starts, the output's first
+    character (after the start anchor), and nowhere else."""
+    pattern = field.get("open_pattern")
+    branches = _branches(pattern) if isinstance(pattern, str) else []
+    if len(branches) != 1:
+        return False
+    starts = [item for item in branches[0] if item[0] == _sre.AT and item[1] in _STARTS]
+    return len(starts) == 1 and all(item in starts or is_space_repeat(*item) for item in branches[0])
+
+
+def _lookahead_anchors(scope: str, field: Mapping[str, Any]) -> tuple[AnchorSpec, ...]:
+    """A call field whose open pattern consumes only optional whitespace, then looks ahead for text that
+    starts with a literal (`\\s*(?=\\[[A-Za-z_][\\w.]*\\()`, a pythonic call list): the call is found as the
+    declared `pythonic` format finds its list, an anchor triggered by the literal's first character, the
+    lookahead (`_bounded`) checked where it stands and the literal left in the body; where the lookahead
+    does not match, the text is content. () for any other open pattern."""
+    pattern = field.get("open_pattern")
+    branches = _branches(pattern) if isinstance(pattern, str) else []
+    if len(branches) != 1:
+        return ()
+    items = list(branches[0])
+    while items and is_space_repeat(*items[0]):
+        items = items[1:]
+    if len(items) != 1 or items[0][0] != _sre.ASSERT or items[0][1][0] != 1:
+        return ()
+    assert isinstance(pattern, str)
+    looked = pattern[pattern.find("(?=") + 3:-1]  # only whitespace stands before it: the first `(?=` is it
+    found = _prefixes(items[0][1][1])
+    if not found or any(not literal for literal, _ in found):
+        return ()
+    closing = _closing(scope, field)
+    body = _template_calls(scope, field, pattern, closing)
+    lead, ends_output = _bounded(looked), not body.closers and not body.stops
+    return tuple(AnchorSpec(lead=lead, body=body, trigger=first, must_end_output=ends_output)
+                 for first in sorted({literal[0] for literal, _ in found}))
+
+
+def _bounded(pattern: str) -> str:
+    """`pattern` with each unbounded repetition (`*`, `+`, `{n,}`) made one of at most `LOOKAHEAD_REPEAT`."""
+    out: list[str] = []
+    at, after_item = 0, False
+    while at < len(pattern):
+        token = _TOKEN.match(pattern, at)
+        assert token is not None  # (every character is a token)
+        text, at = token.group(), token.end()
+        unbounded = _UNBOUNDED.fullmatch(text)
+        if after_item and unbounded:
+            low = unbounded.group(1) or ("1" if text == "+" else "0")
+            text = f"{{{low},{max(int(low), LOOKAHEAD_REPEAT)}}}"
+        # What a repetition may follow: an item, not a repetition (a `+` or `?` after one is possessive or
+        # lazy), an alternation or a group's opening.
+        after_item = not (_UNBOUNDED.fullmatch(token.group()) or _COUNTED.fullmatch(text) or text in ("?", "(", "|")
+                          or text.startswith("(?"))
+        out.append(text)
+    return "".join(out)
+
+
+# A pattern's tokens: an escape, a class (`]` first in it is a member), a counted repetition, a group's
+# opening with its flags or name, or one character.
+_TOKEN = regex.compile(r"\\.|\[\^?\]?(?:\\.|[^\]])*\]|\{\d*,?\d*\}|\((?:\?(?:P?<[^>]*>|[:=!>|]|<[=!]|[a-zA-Z-]+:?))?|.",
+                       regex.DOTALL)
+_UNBOUNDED = regex.compile(r"[*+]|\{(\d+),\}")
+_COUNTED = regex.compile(r"\{\d*,?\d*\}")
 
 
 def _trailing_lookahead(pattern: str, branches: list[list[Any]]) -> tuple[str, list[str], int] | None:

@@ -11,6 +11,9 @@ lists, checked here as such:
 - RAISES: transformers raises on a body its content parser cannot read; streamparse rejects the call.
 - SCHEMA: streamparse checks calls against the tools' schemas (transformers does not): a call it
   rejects `schema_violation` is the one transformers returns (checked without tools).
+- BOUNDED: a lookahead opener's unbounded repetitions are tried at most `LOOKAHEAD_REPEAT` times (what is
+  held back is bounded); a call whose name is longer is content, its text kept, where transformers reads a
+  call (no real case has one: checked on written outputs).
 Then: any chunking streams to the final parse (hypothesis), the round trip through the export, grammars,
 and what is refused, with the construct named."""
 
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, assert_nothing_lost, assert_stream_matches, run_stream, shared_cases
+from conftest import ROOT, assert_nothing_lost, assert_stream_matches, fold, run_stream, shared_cases
 from corpus import CASE_FORMATS
 from grammar_engines import gbnf_accepts, lark_accepts, structural_tag_accepts
 from hypothesis import HealthCheck, given, settings
@@ -36,7 +39,7 @@ import streamparse
 from streamparse.bodies.template_layout import plain_ways
 from streamparse.constrain import GrammarUnsupported, grammar_for
 from streamparse.spec import FormatSpec
-from streamparse.template_import import format_from_response_template
+from streamparse.template_import import LOOKAHEAD_REPEAT, _bounded, format_from_response_template
 
 BENCH = ROOT / "bench" / "templates"
 EXPORTED = ("hermes", "longcat", "command_r7b", "cohere_command")
@@ -51,10 +54,8 @@ def _templates() -> list[tuple[str, str, dict[str, Any]]]:
 TEMPLATES = _templates()
 # What the import refuses, and the construct it names (docs/formats.md lists each).
 REFUSED = {
-    "bench:apriel": r"field 'reasoning_content': open_pattern '\\\\A' is not literal text",
     "bench:functionary_v3_2": r"field 'tool_calls': open_pattern .* does not start with literal text",
     "bench:muse_glimmer": r"field 'tool_calls': close_pattern .* does not end with literal text",
-    "bench:pythonic": r"field 'tool_calls': open_pattern .* does not start with literal text",
 }
 IMPORTED = [(label, fmt, template) for label, fmt, template in TEMPLATES if label not in REFUSED]
 # Imported, but read wrongly: every delimiter starts with text the generation prompt writes (harmony's
@@ -353,6 +354,92 @@ def test_json_before_a_closer_it_could_hold_is_written_on_one_line(syntax: str) 
     assert streamparse.parse(cut, spec, tools=WEATHER).rejected  # the call ends inside its arguments
     assert not grammar_accepts(spec, syntax, cut, WEATHER, tool_choice="required")
     assert not grammar_accepts(spec, syntax, text.replace(', "days"', ',\n"days"'), WEATHER, tool_choice="required")
+
+
+# ----------------------------------------------------------------- openers the real cases leave untried
+
+PYTHONIC = json.loads((BENCH / "pythonic.json").read_text())
+APRIEL = json.loads((BENCH / "apriel.json").read_text())
+CALLS = '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_calls>'
+WRITTEN = [  # (template, output, the difference from transformers' reading)
+    # pythonic: an opener that looks ahead (`\s*(?=\[NAME\()`): found where the lookahead matches, anywhere
+    (PYTHONIC, "[get_weather(city='Paris', days=3)]", ""),
+    (PYTHONIC, "Sure, checking.\n  [get_weather(city='Paris'), get_weather(city='Rome', metric=True)]\n", ""),
+    (PYTHONIC, "See [1], [a](b) and [x, y].\n[get_weather(city='Paris')]", ""),  # brackets the lookahead refuses
+    (PYTHONIC, "A list [1, 2] and a call-like [f (x)] are text.", ""),
+    (PYTHONIC, "[ get_weather(city='Paris')]", ""),  # a space after the bracket: the lookahead refuses it
+    (PYTHONIC, "<think>maybe [get_weather(city='Oslo')]?</think>[get_weather(city='Paris')]", ""),
+    (PYTHONIC, "[get_weather(city='Paris')] and then words", "RAISES"),  # the field runs to the end
+    (PYTHONIC, "Cut off: [get_weather(city='Par", "RAISES"),
+    (PYTHONIC, "Ends at the trigger [", ""),
+    # apriel: reasoning opened at `\A`, where the output starts, unless a call opens there
+    (APRIEL, "Thinking.\n[BEGIN FINAL RESPONSE]\nThe answer.", ""),
+    (APRIEL, "Only thinking, never closed.", ""),
+    (APRIEL, "[BEGIN FINAL RESPONSE]The answer.", ""),
+    (APRIEL, CALLS, ""),
+    (APRIEL, " \n" + CALLS + "\nAfter the call.", ""),
+    (APRIEL, "Thinking of " + CALLS + " still.\n[BEGIN FINAL RESPONSE]\n" + CALLS, ""),  # reasoning keeps it
+    (APRIEL, "<tool_calls", ""),  # an opener cut off: the reasoning's text
+    (APRIEL, "", ""),
+]
+
+
+@pytest.mark.parametrize(("template", "output", "kind"), WRITTEN,
+                         ids=[f"{'pythonic' if t is PYTHONIC else 'apriel'}-{n}" for n, (t, _, _) in
+                              enumerate(WRITTEN)])
+def test_openers_at_the_start_and_ahead_read_as_transformers_reads_them_under_any_chunking(
+        template: dict[str, Any], output: str, kind: str) -> None:
+    case = {"output": output, "tools": WEATHER, "thinking_forced_open": False, "generation_prompt": ""}
+    assert difference(template, case) == kind
+    spec = _spec(template)
+    whole = streamparse.parse(output, spec, tools=WEATHER)
+    for cut in range(len(output) + 1):
+        for chunks in ([output[:cut], output[cut:]], [*output[:cut], output[cut:]]):
+            folded, message = run_stream(chunks, format=spec, tools=WEATHER)
+            assert ours(message) == ours(whole) and message.rejected == whole.rejected, chunks
+            assert_stream_matches(folded, message)
+    assert_nothing_lost(output, whole, spec)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize(("template", "text", "choice", "accepted"), [
+    (PYTHONIC, "Sure.\n[get_weather(city='Paris', days=3)]", "auto", True),
+    (PYTHONIC, "\n[get_weather(city='Paris'), get_weather(city='Rome')]", "required", True),
+    (PYTHONIC, "[get_weathe_(city='Paris')]", "required", False),
+    (PYTHONIC, "[ get_weather(city='Paris')]", "required", False),  # content: the lookahead refuses the space
+    (PYTHONIC, "[get_weather(city='Paris')] and words", "auto", False),  # the list ends the output
+    (APRIEL, "\n" + CALLS + "\n", "auto", True),  # calls where the output starts: no reasoning
+    (APRIEL, "Thinking.\n[BEGIN FINAL RESPONSE]\n" + CALLS, "required", True),
+    (APRIEL, "Thinking.\n[BEGIN FINAL RESPONSE]\nThe answer.", "auto", True),
+    (APRIEL, "Content first " + CALLS, "auto", False),  # the reasoning's text, its closer never written
+], ids=lambda value: "" if not isinstance(value, dict) else "pythonic" if value is PYTHONIC else "apriel")
+def test_the_grammars_of_openers_at_the_start_and_ahead(template: dict[str, Any], text: str, choice: str,
+                                                        accepted: bool, syntax: str) -> None:
+    assert grammar_accepts(_spec(template), syntax, text, WEATHER, tool_choice=choice) == accepted
+
+
+def test_a_lookahead_opener_holds_back_a_bounded_text() -> None:
+    # `[\w.]*` in the lookahead is tried at most LOOKAHEAD_REPEAT times: a longer name is content (BOUNDED),
+    # where transformers, holding back without bound, reads a call.
+    spec = _spec(PYTHONIC)
+    for length, called in ((LOOKAHEAD_REPEAT + 1, True), (LOOKAHEAD_REPEAT + 2, False)):
+        output = f"[{'n' * length}(a=1)]"
+        assert [name for name, _ in theirs(output, PYTHONIC, "", None)[2]] == ["n" * length]  # type: ignore[index]
+        message = streamparse.parse(output, spec)
+        assert [call.name for call in message.tool_calls] == (["n" * length] if called else [])
+        assert called or message.content == output
+    sent = fold(streamparse.StreamParser(spec).feed("text [" + "n" * 10_000)).content
+    assert sent == "text [" + "n" * 10_000  # before the output ends: nothing held back past the bound
+
+
+@pytest.mark.parametrize(("pattern", "bounded"), [
+    (r"\[[A-Za-z_][\w.]*\(", r"\[[A-Za-z_][\w.]{0,128}\("),
+    (r"a+b*?c{2,}d{1,3}+e++f?+", r"a{1,128}b{0,128}?c{2,128}d{1,3}+e{1,128}+f?+"),  # lazy, possessive kept
+    (r"[]*+]x*[^]*]y+[\]*](?:ab)*\p{L}+", r"[]*+]x{0,128}[^]*]y{1,128}[\]*](?:ab){0,128}\p{L}{1,128}"),
+    (r"(?P<n>\w+)|(?=a*)\*\+", r"(?P<n>\w{1,128})|(?=a{0,128})\*\+"),
+])
+def test_a_lookahead_is_bounded_repetition_by_repetition(pattern: str, bounded: str) -> None:
+    assert _bounded(pattern) == bounded
 
 
 @pytest.mark.parametrize(("field", "construct"), [

@@ -59,7 +59,7 @@ from ..grammar_ir import (
 )
 from .argument_layout import enum_strings, parameters_in_order, with_definitions
 from .python_layout import COMMA, PYTHONIC, python_literal
-from .template_calls import read_types
+from .template_calls import compiled, read_types
 
 if sys.version_info >= (3, 11):
     import re._compiler as _sre_compile
@@ -610,10 +610,18 @@ def body_node(field: Field, calls: Node, many: bool) -> Node:
     if field.each:
         writer = Writer(field.scope, {})
         comma = COMMA if field.content == "python-call-list" else seq(SPACE, Lit(","), SPACE)
-        listed = seq(Lit("["), SPACE, Repeat(calls, 1, None if many else 1, comma), SPACE, Lit("]"))
+        listed = seq(Lit("["), _space_after_bracket(field), Repeat(calls, 1, None if many else 1, comma), SPACE,
+                     Lit("]"))
         head, tail = _head(field, writer), _tail(field, writer)
         around = EMPTY if _ends_in_space(head) else SPACE
         body = seq(head, around, listed, EMPTY if _starts_with_space(tail, field.closers) else SPACE, tail)
     else:
         body = calls
     return seq(body, Lit(field.closers[0])) if field.closers else body
+
+
+def _space_after_bracket(field: Field) -> Node:
+    """The whitespace after the list's `[`: none where the open pattern looks ahead at the list itself and
+    refuses it there (`\\s*(?=\\[[A-Za-z_][\\w.]*\\()`, which the `pythonic` template's calls are found by)."""
+    head = compiled(field.head)
+    return EMPTY if head.match("[", partial=True) is not None and head.match("[ ", partial=True) is None else SPACE

@@ -198,6 +198,8 @@ def envelope_output(spec: FormatSpec, tools: Tools | None, choice: Choice, think
         open_reasoning = mark_special(Text(stops) if forced else seq(opened, Text(stops)), mark)
     # (Before required calls, the whitespace ends where a call or a framing marker begins.)
     before = Regex(FRAMING_SPACE.pattern, stops=tuple(dict.fromkeys((*call_openers(spec), *spec.framing))))
+    if forced and spec.reasoning_yields_to_calls:  # calls where the output starts: no reasoning
+        open_reasoning = before if open_reasoning is None else alt(open_reasoning, before)
     lead = seq(reasoning, content) if choice.mode == "auto" else seq(reasoning, before, _framing(spec))
     if any(getattr(envelope.body, "ends_output", False) for envelope in spec.envelopes):
         # An envelope that runs to the end of the output (no closer) would take what follows it.

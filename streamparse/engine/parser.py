@@ -424,6 +424,12 @@ class StreamParser:
             return pos + len(opener)
         if openers.is_prefix(text, pos) and not self._resumed:
             return self._hold(text, pos)
+        if self._forced and self._spec.reasoning_yields_to_calls:
+            calls = self._sets.call_openers
+            if calls.is_prefix(text, pos):
+                return self._hold(text, pos)
+            if calls.starting(text, pos) is not None:  # (`FormatSpec.reasoning_yields_to_calls`)
+                self._forced = False
         if self._forced:
             self._enter_reasoning(self._all_reasoning_closers, self._base + pos)
         else:
