@@ -161,6 +161,24 @@ def test_delimiters_the_prompt_writes_are_not_found_in_the_output() -> None:
     assert streamparse.parse(case["output"], _spec(template)).content.startswith("<|channel|>final<|message|>")
 
 
+@pytest.mark.parametrize("output", ["  to=get_weather:{\"city\": \"Paris\"}<end>", " to=get_weather:{}<end>",
+                                    "\n to=get_weather:{}", "  tone", " to=", "to=get_weather:{}<end>", "\n\n"])
+def test_an_opener_that_begins_with_whitespace_opens_at_the_start_of_the_output(output: str) -> None:
+    # transformers matches ` to=…` at the output's first character (gpt-oss's first call follows the prompt's
+    # `<|start|>assistant`); the whitespace before the opener is framing, and so is whitespace before text.
+    template = _field(open_pattern=r" to=(?P<name>\w+):", close="<end>", content="json", repeats=True,
+                      transform={"function": {"name": "{name}", "arguments": "{content}"}})
+    spec, want = _spec(template), theirs(output, template, "", None)
+    assert want is not None
+    assert ours(streamparse.parse(output, spec)) == (want[0].strip(), *want[1:])
+    for cut in range(len(output) + 1):
+        for chunks in ([output[:cut], output[cut:]], list(output)):
+            folded, message = run_stream(chunks, format=spec)
+            assert ours(message) == ours(streamparse.parse(output, spec)), chunks
+            assert_stream_matches(folded, message)
+            assert_nothing_lost(output, message, spec)
+
+
 def test_the_templates_of_the_families_with_cases_import_and_most_cases_are_exact() -> None:
     exact = sum(case_difference(index) == "" for index in range(len(CASES)))
     assert len({label for label, _, _ in CASES}) >= 25
