@@ -161,33 +161,32 @@ def _expected(case: dict[str, Any]) -> tuple[str, str, list[Any]]:
 
 
 @pytest.mark.parametrize("case", shared_cases("gpt_oss"), ids=lambda case: case["case"])
-def test_openers_that_begin_with_the_start_anchor_miss_the_first_message_in_transformers_too(
+def test_openers_that_require_the_start_anchor_miss_the_first_message_in_transformers_too(
         case: dict[str, Any]) -> None:
-    """The stored gpt_oss template begins every delimiter with `<|start|>assistant`, its start anchor, which
-    the generation prompt writes. transformers keeps the prompt's text after its last anchor (here none), so
-    the first message's opener is never whole: no field holds that message and transformers drops it;
-    streamparse reads it as transformers does, as text outside every field, kept as content (CONTENT_KEPT).
-    The template reads the real outputs right only where the text holds the anchor (the bench's texts,
-    parsed with an empty prompt), or written with the anchor optional, as Muse Glimmer's is."""
+    """The stored gpt_oss template writes the start anchor `<|start|>assistant` optional before each opener,
+    as Muse Glimmer's does: the generation prompt writes the anchor before the first message, and
+    transformers keeps only the prompt's text after its last anchor (here none). Required there, the first
+    message's opener is never whole in what transformers reads: no field holds that message and it is
+    dropped; streamparse reads that template as transformers does, the message kept as content
+    (CONTENT_KEPT). Both read the stored template exactly (the case checks above)."""
     prompt, output = case["generation_prompt"], case["output"]
     assert prompt.endswith(GPT_OSS["start_anchor"]) and not output.startswith(GPT_OSS["start_anchor"])
-    assert theirs(output, GPT_OSS, prompt, case["tools"]) != _expected(case)
-    index = next(i for i, (label, _, c) in enumerate(CASES) if label == "bench:gpt_oss" and c["case"] == case["case"])
-    assert case_difference(index) == "CONTENT_KEPT"
-    assert theirs(GPT_OSS["start_anchor"] + output, GPT_OSS, "", case["tools"]) == _expected(case)
-    optional = _anchor_optional(GPT_OSS)
-    assert theirs(output, optional, prompt, case["tools"]) == _expected(case)
-    assert difference(optional, case) == ""  # the import reads it so too
+    required = _anchor_required(GPT_OSS)
+    assert theirs(output, required, prompt, case["tools"]) != _expected(case)
+    assert difference(required, case) == "CONTENT_KEPT"
+    assert theirs(GPT_OSS["start_anchor"] + output, required, "", case["tools"]) == _expected(case)
+    assert theirs(output, GPT_OSS, prompt, case["tools"]) == _expected(case)
+    assert difference(GPT_OSS, case) == ""
 
 
-def _anchor_optional(template: dict[str, Any]) -> dict[str, Any]:
-    """The template with each opener's leading start anchor optional (`(?:<\\|start\\|>assistant)?…`)."""
+def _anchor_required(template: dict[str, Any]) -> dict[str, Any]:
+    """The template with the optional start anchor before each opener required (`<\\|start\\|>assistant…`)."""
     changed = json.loads(json.dumps(template))
     anchor = re.escape(template["start_anchor"])
     for field in changed["fields"].values():
-        pattern = field.pop("open_pattern", None) or re.escape(field.pop("open"))
-        assert pattern.startswith(anchor), pattern
-        field["open_pattern"] = f"(?:{anchor})?{pattern[len(anchor):]}"
+        pattern = field["open_pattern"]
+        assert pattern.startswith(f"(?:{anchor})?"), pattern
+        field["open_pattern"] = anchor + pattern[len(anchor) + 5:]
     return changed
 
 
