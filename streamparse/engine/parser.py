@@ -403,10 +403,13 @@ class StreamParser:
     # ----------------------------------------------------------------- text regions
 
     def _start(self, text: str, pos: int) -> int:
-        """Leading whitespace is framing; a reasoning opener may follow it."""
+        """Leading whitespace is framing; a reasoning opener may follow it, and a content delimiter that
+        begins with whitespace may start in it."""
+        first = pos
         match = _NON_SPACE.search(text, pos)
-        if match is None:
-            return len(text)
+        if match is None:  # (the whitespace a content delimiter may begin with is kept for the next text)
+            lead = self._sets.space_lead
+            return self._hold(text, max(pos, len(text) - lead)) if lead else len(text)
         pos = match.start()
         leading = self._sets.leading
         if leading.strings:  # the generation prompt's role marker, echoed: framing
@@ -433,6 +436,10 @@ class StreamParser:
         if self._forced:
             self._enter_reasoning(self._all_reasoning_closers, self._base + pos)
         else:
+            led = self._space_led(text, first, pos) if self._sets.space_led else pos
+            if led is None:
+                return self._hold(text, max(first, pos - self._sets.space_lead))
+            pos = led
             self._mode = _CONTENT
             self._ended_reasoning(0)
             # After a reasoning block (`after_reasoning`), what may follow one is read as such.
@@ -440,6 +447,16 @@ class StreamParser:
             if self._anchored is not None and self._anchored.table.at_start:
                 return self._anchored.decide(self, text, pos, self._anchored.table.at_start)
         return pos
+
+    def _space_led(self, text: str, first: int, at: int) -> int | None:
+        """Where content starts after the leading whitespace `text[first:at]`: at `at`, or where a content
+        delimiter that begins with whitespace starts in it; None while the text ends inside such a one."""
+        for delimiter in self._sets.space_led:
+            start = at - (len(delimiter) - len(delimiter.lstrip()))
+            seen = text[start:start + len(delimiter)]
+            if start >= first and delimiter.startswith(seen):
+                return start if seen == delimiter else None
+        return at
 
     def _enter_reasoning(self, closers: tuple[str, ...], at: int) -> None:
         """Reasoning opens; its text starts at `at` in the output."""
