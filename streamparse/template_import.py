@@ -313,6 +313,18 @@ def _suffix(items: list[Any]) -> str | None:
     return text or None
 
 
+def _optional_endings(items: list[Any]) -> list[str]:
+    """`C(?:A|B)?`, literal text then an optional group of literal alternatives: the closers `C`, `CA`, `CB`
+    (the scanner takes the longest that matches, as transformers' greedy match does); [] for anything else."""
+    if not items or items[-1][0] not in _REPEATS or items[-1][1][:2] != (0, 1):
+        return []
+    base = _suffix(list(items[:-1]))
+    endings = _prefixes(items[-1][1][2])
+    if base is None or not endings or any(not whole or not literal for literal, whole in endings):
+        return []
+    return [base, *(base + literal for literal, _ in sorted(endings))]
+
+
 def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
     open_pattern = field.get("open_pattern")
     if open_pattern is None:
@@ -407,6 +419,9 @@ def _closing(scope: str, field: Mapping[str, Any]) -> tuple[list[str], list[str]
                 stops += [literal for literal, _ in looked]
                 continue
         literal = _suffix(items)
+        if literal is None and (endings := _optional_endings(items)):
+            closers += endings
+            continue
         if literal is None:
             raise ValueError(f"{scope}: close_pattern {pattern!r} does not end with literal text (a lookahead or a "
                              "class after it); streamparse ends a call at a literal closer or a lookahead of literals")

@@ -53,7 +53,6 @@ TEMPLATES = _templates()
 REFUSED = {
     "bench:apriel": r"field 'reasoning_content': open_pattern '\\\\A' is not literal text",
     "bench:functionary_v3_2": r"field 'tool_calls': open_pattern .* does not start with literal text",
-    "bench:muse_glimmer": r"field 'tool_calls': close_pattern .* does not end with literal text",
     "bench:pythonic": r"field 'tool_calls': open_pattern .* does not start with literal text",
 }
 IMPORTED = [(label, fmt, template) for label, fmt, template in TEMPLATES if label not in REFUSED]
@@ -244,7 +243,7 @@ def test_the_grammars_of_an_imported_format_accept_its_real_calls(label: str, fm
         assert grammar_accepts(spec, syntax, text, case["tools"], tool_choice="required", **options), case["case"]
         called, raw = message.tool_calls[0].name, message.tool_calls[0].raw
         assert raw and raw in text, (case["case"], raw)
-        broken = text.replace(raw, raw.replace(called, called[:-1] + "_", 1), 1)  # the name in the call itself
+        broken = text.replace(raw, raw.replace(called, called[:-1] + "_"), 1)  # the name wherever the call writes it
         assert not grammar_accepts(spec, syntax, broken, case["tools"], tool_choice="required", **options), case["case"]
         others = [tool["function"]["name"] for tool in case["tools"] if tool["function"]["name"] != called]
         if others and len(message.tool_calls) == 1:

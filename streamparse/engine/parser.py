@@ -390,6 +390,11 @@ class StreamParser:
     def _start(self, text: str, pos: int) -> int:
         """Leading whitespace is framing; a reasoning opener may follow it."""
         match = _NON_SPACE.search(text, pos)
+        if self._sets.spaced_start and not self._resumed:
+            for at in range(pos, match.start() if match is not None else len(text)):
+                held = self._spaced_start(text, at)
+                if held is not None:
+                    return held
         if match is None:
             return len(text)
         pos = match.start()
@@ -418,6 +423,27 @@ class StreamParser:
             self._answer_expected = self._resumed and bool(self._answer_opener)
             if self._anchored is not None and self._anchored.table.at_start:
                 return self._anchored.decide(self, text, pos, self._anchored.table.at_start)
+        return pos
+
+    def _spaced_start(self, text: str, pos: int) -> int | None:
+        """A delimiter that begins with whitespace (an imported template's ` to=self<|message|>`) at the very
+        start is that delimiter, not leading whitespace: a reasoning opener opens reasoning; one read in
+        content (framing, a call opener) starts the content there; a prefix of either waits for more text.
+        None where no such delimiter starts here (no declared format has one)."""
+        openers, in_content = self._sets.reasoning_openers, self._sets.in_content
+        opener = openers.starting(text, pos)
+        if opener is not None and opener[0].isspace():
+            self._enter_reasoning(self._closer_of[opener] if not self._forced else self._all_reasoning_closers,
+                                  self._base + pos + len(opener))
+            self._lead_pending = self._lead is not None
+            return pos + len(opener)
+        if openers.is_prefix(text, pos) or in_content.is_prefix(text, pos):
+            return self._hold(text, pos)
+        found = in_content.starting(text, pos)
+        if found is None or not found[0].isspace() or self._forced or self._anchored is not None:
+            return None
+        self._mode = _CONTENT
+        self._ended_reasoning(0)
         return pos
 
     def _enter_reasoning(self, closers: tuple[str, ...], at: int) -> None:
@@ -813,6 +839,17 @@ class StreamParser:
             self._anchored.before_text(self)
         if self._mode == _ENVELOPE:
             assert self._envelope is not None
+            # A closer held because a longer one could have followed it (`EnvelopeScanner.at_end`) is the closer.
+            ending = getattr(self._envelope.scanner, "at_end", None)
+            found = ending(carry) if ending is not None else None
+            if found is not None and found.end is not None:
+                self._add_body(self._envelope, carry[:found.safe])
+                self._end_envelope(carry[found.safe:found.end], complete=True)
+                rest = carry[found.end:]  # read again where the envelope returned to (received once already)
+                self._received -= len(rest)
+                self._run(rest)
+                self._settle_carry()
+                return
             self._add_body(self._envelope, carry)
         elif self._mode == _WRAPPER:
             wrapper = self._wrapper
