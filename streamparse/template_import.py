@@ -35,7 +35,7 @@ import regex  # type: ignore[import-untyped]
 from .bodies.json_call import JsonCall
 from .bodies.template_calls import CONTENT_PARSERS, TemplateCalls
 from .bodies.template_layout import is_space_repeat
-from .spec import EnvelopeSpec, FormatSpec
+from .spec import AnchorSpec, EnvelopeSpec, FormatSpec
 from .types import Message
 
 if sys.version_info >= (3, 11):
@@ -69,6 +69,7 @@ def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
     reasoning: list[tuple[str, str]] = []
     framing: list[str] = []
     envelopes: list[EnvelopeSpec] = []
+    anchors: list[AnchorSpec] = []
     for field_name, field in fields.items():
         scope = f"response_template field {field_name!r}"
         if field_name in REASONING_FIELDS:
@@ -80,15 +81,20 @@ def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
             reasoning += [(opener, closer) for opener in openers for closer in closers]
         elif field_name == "content":
             framing += _literal_delimiters(scope, field, "open") + _literal_delimiters(scope, field, "close")
+        elif field_name == "tool_calls" and _opens_without_literal(field):
+            anchors.append(_anchor(scope, field, fields))
         elif field_name == "tool_calls":
             envelopes.append(_envelope(scope, field))
         else:
             raise ValueError(f"{scope}: a message has content, reasoning_content and tool_calls; a field named "
                              f"{field_name!r} has no place in it (rename it to one of those)")
+    # A content opener that an anchored call field reads where a field may begin is not framing elsewhere.
+    framing = [marker for marker in framing if not any(marker in anchor.content_openers for anchor in anchors)]
     render = _renderer(tuple(reasoning[:1]), envelopes[0] if envelopes else None)
     # transformers opens the reasoning field wherever its opener stands, not only at the start.
     return FormatSpec(name=name, aliases=(), reasoning=tuple(dict.fromkeys(reasoning)), envelopes=tuple(envelopes),
-                      render=render, framing=tuple(dict.fromkeys(framing)), reasoning_reopens=bool(reasoning))
+                      anchors=tuple(anchors), render=render, framing=tuple(dict.fromkeys(framing)),
+                      reasoning_reopens=bool(reasoning))
 
 
 # ----------------------------------------------------------------- what transformers accepts
@@ -355,6 +361,97 @@ def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
                              transform_each=bool(field.get("transform_each")))
     # An opener the open pattern does not match where it stands opened no field: its text is content.
     return EnvelopeSpec(openers=tuple(openers), body=body, no_call_is_content=isinstance(body, TemplateCalls))
+
+
+# ----------------------------------------------------------------- a call field opened by a pattern alone
+
+# How long an unbounded repetition in a call's open pattern may run where it has no literal to be found by
+# (`[^\n>]+`: a function name): text is held back while it could still become the opener, so at most this.
+OPEN_REPEAT_CAP = 64
+
+
+def _opens_without_literal(field: Mapping[str, Any]) -> bool:
+    pattern = field.get("open_pattern")
+    if pattern is None:
+        return False
+    found = set().union(*(_prefixes(branch) for branch in _branches(pattern)))
+    return not found or any(not literal for literal, _ in found)
+
+
+def _anchor(scope: str, field: Mapping[str, Any], fields: Mapping[str, Mapping[str, Any]]) -> AnchorSpec:
+    """A call field whose open pattern starts with no literal text (Functionary v3.2's `(?P<name>[^\n>]+)\n`),
+    in a template whose every field is opened (no implicit one: transformers drops the text outside them):
+    an anchored envelope (`AnchorSpec`) tried where a field may begin, the start of the output (or after a
+    reasoning block there), right after another field's literal closer (a content field's `>>>`), and right
+    after its own closer, which is the separator between calls; transformers searches the text outside
+    every field too, which it drops and streamparse keeps as content. The open pattern is matched there
+    with each unbounded repetition capped at `OPEN_REPEAT_CAP` (the hold-back's bound), and not where
+    another field's literal opener starts (`all\n`: the same match, and transformers' tie-break takes the
+    other field, whose name sorts first)."""
+    pattern = field["open_pattern"]
+    implicit = [name for name, other in fields.items() if "open" not in other and "open_pattern" not in other]
+    if implicit:
+        raise ValueError(f"{scope}: open_pattern {pattern!r} does not start with literal text, and the field "
+                         f"{implicit[0]!r} holds the text outside the others, where transformers looks for it "
+                         "anywhere; streamparse finds a call's opener as a literal, or by its pattern only where a "
+                         "field begins in a template whose every field is opened")
+    closers, stops, _, tail = _closing(scope, field)
+    if stops or tail or len(closers) > 1:
+        raise ValueError(f"{scope}: open_pattern {pattern!r} does not start with literal text; a call field opened "
+                         "by its pattern alone is read with one literal close (or none)")
+    others = [opener for name, other in fields.items() if other is not field
+              for opener in _literal_delimiters(f"response_template field {name!r}", other, "open")]
+    after = [closer for name, other in fields.items() if other is not field and name not in REASONING_FIELDS
+             for closer in _literal_delimiters(f"response_template field {name!r}", other, "close")]
+    content = _literal_delimiters("response_template field 'content'", fields["content"], "open") \
+        if "content" in fields else []
+    yields = f"(?!{'|'.join(regex.escape(opener) for opener in others)})" if others else ""
+    body = TemplateCalls(field=scope, head=pattern, tail="", closers=(), stops=tuple(closers),
+                         stop_keeps=(0,) * len(closers), content=field.get("content", "text"),
+                         content_args=json.dumps(field.get("content_args", {}), sort_keys=True),
+                         transform=json.dumps(field["transform"], sort_keys=True) if "transform" in field else "",
+                         transform_each=bool(field.get("transform_each")))
+    return AnchorSpec(lead=f"(?s){yields}(?:{_capped(pattern)})", body=body, at_start=True,
+                      after=tuple(dict.fromkeys(after)), separator=closers[0] if closers else "",
+                      separator_required=bool(closers), content_openers=tuple(content))
+
+
+def _capped(pattern: str) -> str:
+    """`pattern` with each unbounded repetition (`*`, `+`, `{n,}`) bounded by `OPEN_REPEAT_CAP`."""
+    out, at, in_class, quantified = [], 0, False, False
+    while at < len(pattern):
+        char = pattern[at]
+        was_quantified, quantified = quantified, False
+        if char == "\\":
+            out.append(pattern[at:at + 2])
+            at += 2
+            continue
+        if in_class:
+            in_class = char != "]" or pattern[at - 1] == "["
+        elif char == "[":
+            in_class = True
+            if pattern[at + 1:at + 2] == "^":
+                out.append("[^")
+                at += 2
+                if pattern[at:at + 1] == "]":  # `[^]...]`: a first `]` is a member
+                    out.append("]")
+                    at += 1
+                continue
+        elif char in "*+" and not was_quantified:  # (`+` or `?` after a quantifier: possessive, lazy)
+            out.append(f"{{{0 if char == '*' else 1},{OPEN_REPEAT_CAP}}}")
+            at, quantified = at + 1, True
+            continue
+        elif char == "{" and (found := regex.match(r"\{(\d+),\}", pattern[at:])):
+            out.append(f"{{{found.group(1)},{max(int(found.group(1)), OPEN_REPEAT_CAP)}}}")
+            at, quantified = at + found.end(), True
+            continue
+        elif char == "?" and not was_quantified:
+            quantified = not out or out[-1] != "("  # (`(?` opens a group)
+        elif char == "}":
+            quantified = True
+        out.append(char)
+        at += 1
+    return "".join(out)
 
 
 def _trailing_lookahead(pattern: str, branches: list[list[Any]]) -> tuple[str, list[str], int] | None:
