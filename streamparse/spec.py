@@ -620,7 +620,7 @@ class FormatSpec:
         if self.messages is not None:
             out += self.messages.delimiters
         for anchor in self.anchors:
-            out += anchor.after
+            out += (*anchor.after, *anchor.content_openers)
         out += self.framing_after_reasoning or ()
         return tuple(dict.fromkeys(out))
 
