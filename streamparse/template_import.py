@@ -81,7 +81,7 @@ def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
             reasoning += [(opener, closer) for opener in openers for closer in closers]
         elif field_name == "content":
             framing += _literal_delimiters(scope, field, "open") + _literal_delimiters(scope, field, "close")
-        elif field_name == "tool_calls" and _opens_without_literal(field):
+        elif field_name == "tool_calls" and _opens_without_literal(field) and not _implicit(fields):
             anchors.append(_anchor(scope, field, fields))
         elif field_name == "tool_calls":
             envelopes.append(_envelope(scope, field))
@@ -370,6 +370,12 @@ def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
 OPEN_REPEAT_CAP = 64
 
 
+def _implicit(fields: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether a field holds the text outside the others (one without an opener): there transformers looks
+    for an opener anywhere (the field is `_envelope`'s, and one opened by a pattern alone is refused)."""
+    return any("open" not in field and "open_pattern" not in field for field in fields.values())
+
+
 def _opens_without_literal(field: Mapping[str, Any]) -> bool:
     pattern = field.get("open_pattern")
     if pattern is None:
@@ -389,12 +395,6 @@ def _anchor(scope: str, field: Mapping[str, Any], fields: Mapping[str, Mapping[s
     another field's literal opener starts (`all\n`: the same match, and transformers' tie-break takes the
     other field, whose name sorts first)."""
     pattern = field["open_pattern"]
-    implicit = [name for name, other in fields.items() if "open" not in other and "open_pattern" not in other]
-    if implicit:
-        raise ValueError(f"{scope}: open_pattern {pattern!r} does not start with literal text, and the field "
-                         f"{implicit[0]!r} holds the text outside the others, where transformers looks for it "
-                         "anywhere; streamparse finds a call's opener as a literal, or by its pattern only where a "
-                         "field begins in a template whose every field is opened")
     closers, stops, _, tail = _closing(scope, field)
     if stops or tail or len(closers) > 1:
         raise ValueError(f"{scope}: open_pattern {pattern!r} does not start with literal text; a call field opened "
@@ -423,8 +423,10 @@ def _capped(pattern: str) -> str:
         char = pattern[at]
         was_quantified, quantified = quantified, False
         if char == "\\":
-            out.append(pattern[at:at + 2])
-            at += 2
+            braced = regex.match(r"\\[pPNx]\{[^}]*\}", pattern[at:])  # `\p{L}`: one atom
+            step = braced.end() if braced else 2
+            out.append(pattern[at:at + step])
+            at += step
             continue
         if in_class:
             in_class = char != "]" or pattern[at - 1] == "["

@@ -341,7 +341,7 @@ def _anchored(spec: FormatSpec, tools: Tools, choice: Choice, reasoning: Node) -
         if not isinstance(kind, CallLayout):
             continue
         calls = alt(*(kind.call_grammar(name, parameters_of(tools, name)) for name in choice.names))
-        separator = Regex(anchor.separator) if anchor.separator_required else optional(Regex(anchor.separator))
+        separator = Lit(anchor.separator) if anchor.separator_required else optional(Regex(anchor.separator))
         between = seq(FRAMING_SPACE, separator, FRAMING_SPACE) if anchor.separator else FRAMING_SPACE
         body = kind.body_grammar(calls, choice.most is None and kind.calls_per_envelope() is None)
         run = Repeat(body, 1, 1 if anchor.must_end_output else choice.most, between)  # (one envelope ends the output)
