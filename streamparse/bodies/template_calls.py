@@ -111,6 +111,12 @@ class TemplateCalls:
         return None if self.transform_each else 1
 
     @property
+    def calls_adjacent(self) -> bool:
+        r"""A body that ends only at a stop (a close pattern's lookahead, `\}(?=\{"name")`: the stop `}{"name"`)
+        ends where the next call begins right after it: a grammar writes nothing between two calls."""
+        return bool(self.stops) and not self.closers
+
+    @property
     def ends_output(self) -> bool:
         """An envelope with no closer runs to a stop or the end: nothing but whitespace may follow the calls."""
         return not self.closers

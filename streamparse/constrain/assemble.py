@@ -279,7 +279,9 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     one = alt(*envelopes)
     # Whitespace between calls ends at the next call or at the block's closer (it holds no delimiter),
     # which a syntax may need to know: content may follow the calls, beginning where it does.
-    space = Regex(FRAMING_SPACE.pattern, stops=tuple(stop for stop in content_stops(spec) if stop[:1].strip()))
+    space: Node = Regex(FRAMING_SPACE.pattern, stops=tuple(stop for stop in content_stops(spec) if stop[:1].strip()))
+    if all(getattr(envelope.body, "calls_adjacent", False) for envelope in spec.envelopes):
+        space = EMPTY  # a body that ends only where the next call begins (`TemplateCalls.calls_adjacent`)
     if not spec.wrappers:
         return Repeat(one, 1, choice.most, space)
     # Every wrapper the format reads, each with its own closers (DeepSeek V3.2's `function_calls`
