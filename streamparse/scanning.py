@@ -153,7 +153,10 @@ class EnvelopeScanner(Protocol):
     """Finds where an envelope body ends. One instance per envelope.
 
     `scan(text, pos)` looks at `text[pos:]` only, never copies it, and returns absolute
-    positions; the text from `safe` on is given again, with more after it, next time."""
+    positions; the text from `safe` on is given again, with more after it, next time.
+    A scanner that holds back a whole closer because a longer one could still follow it (a close
+    pattern's optional ending) has `at_end(held)`: where the body ends in the held text when no more
+    comes (`ScanResult` with an `end`), or None (the held text is body); the parser asks it at the end."""
 
     def scan(self, text: str, pos: int) -> ScanResult: ...
 

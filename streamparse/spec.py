@@ -285,6 +285,13 @@ class AnchorSpec:
     trigger: str = ""
     trigger_next: str = ""
     separator: str = ""
+    # The separator must stand between two envelopes of the anchor (its body runs to the separator, so
+    # without one the next call would be read into it: an imported template's class-led call field).
+    separator_required: bool = False
+    # Content stands only after one of these (the content field's openers of an imported template whose
+    # every field is opened): where the anchor is tried, one is dropped and content follows (elsewhere it
+    # is text); a grammar writes content after one, so that no content begins like a call.
+    content_openers: tuple[str, ...] = ()
     must_end_output: bool = False
     may_be_content: bool = False
 
@@ -617,7 +624,7 @@ class FormatSpec:
         if self.messages is not None:
             out += self.messages.delimiters
         for anchor in self.anchors:
-            out += anchor.after
+            out += (*anchor.after, *anchor.content_openers)
         out += self.framing_after_reasoning or ()
         return tuple(dict.fromkeys(out))
 

@@ -74,7 +74,7 @@ def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
     reasoning: list[tuple[str, str]] = []
     framing: list[str] = []
     envelopes: list[EnvelopeSpec] = []
-    anchors: tuple[AnchorSpec, ...] = ()
+    anchors: list[AnchorSpec] = []
     for field_name, field in fields.items():
         scope = f"response_template field {field_name!r}"
         if field_name in REASONING_FIELDS:
@@ -87,18 +87,24 @@ def _imported(template: Mapping[str, Any], name: str) -> FormatSpec:
         elif field_name == "content":
             framing += _literal_delimiters(scope, field, "open") + _literal_delimiters(scope, field, "close")
         elif field_name == "tool_calls":
-            anchors = _lookahead_anchors(scope, field)
-            if not anchors:
+            looking = _lookahead_anchors(scope, field)
+            if looking:
+                anchors += looking
+            elif _opens_without_literal(field) and not _implicit(fields):
+                anchors.append(_anchor(scope, field, fields))
+            else:
                 envelopes.append(_envelope(scope, field))
         else:
             raise ValueError(f"{scope}: a message has content, reasoning_content and tool_calls; a field named "
                              f"{field_name!r} has no place in it (rename it to one of those)")
+    # A content opener that an anchored call field reads where a field may begin is not framing elsewhere.
+    framing = [marker for marker in framing if not any(marker in anchor.content_openers for anchor in anchors)]
     render = _renderer(tuple(reasoning[:1]), envelopes[0] if envelopes else None)
     # transformers opens the reasoning field wherever its opener stands, not only at the start; a field
     # opened at `\A` (the opener "") where the output starts, unless another field's opener is there.
     at_start = any(not opener for opener, _ in reasoning)
     return FormatSpec(name=name, aliases=(), reasoning=tuple(dict.fromkeys(reasoning)), envelopes=tuple(envelopes),
-                      render=render, framing=tuple(dict.fromkeys(framing)), anchors=anchors,
+                      anchors=tuple(anchors), render=render, framing=tuple(dict.fromkeys(framing)),
                       reasoning_reopens=any(opener for opener, _ in reasoning),
                       reasoning_always_open=at_start, reasoning_yields_to_calls=at_start)
 
@@ -325,6 +331,18 @@ def _suffix(items: list[Any]) -> str | None:
     return text or None
 
 
+def _optional_endings(items: list[Any]) -> list[str]:
+    """`C(?:A|B)?`, literal text then an optional group of literal alternatives: the closers `C`, `CA`, `CB`
+    (the scanner takes the longest that matches, as transformers' greedy match does); [] for anything else."""
+    if not items or items[-1][0] not in _REPEATS or items[-1][1][:2] != (0, 1):
+        return []
+    base = _suffix(list(items[:-1]))
+    endings = _prefixes(items[-1][1][2])
+    if base is None or not endings or any(not whole or not literal for literal, whole in endings):
+        return []
+    return [base, *(base + literal for literal, _ in sorted(endings))]
+
+
 def _envelope(scope: str, field: Mapping[str, Any]) -> EnvelopeSpec:
     open_pattern = field.get("open_pattern")
     if open_pattern is None:
@@ -412,8 +430,8 @@ def _lookahead_anchors(scope: str, field: Mapping[str, Any]) -> tuple[AnchorSpec
                  for first in sorted({literal[0] for literal, _ in found}))
 
 
-def _bounded(pattern: str) -> str:
-    """`pattern` with each unbounded repetition (`*`, `+`, `{n,}`) made one of at most `LOOKAHEAD_REPEAT`."""
+def _bounded(pattern: str, cap: int = LOOKAHEAD_REPEAT) -> str:
+    """`pattern` with each unbounded repetition (`*`, `+`, `{n,}`) made one of at most `cap`."""
     out: list[str] = []
     at, after_item = 0, False
     while at < len(pattern):
@@ -423,7 +441,7 @@ def _bounded(pattern: str) -> str:
         unbounded = _UNBOUNDED.fullmatch(text)
         if after_item and unbounded:
             low = unbounded.group(1) or ("1" if text == "+" else "0")
-            text = f"{{{low},{max(int(low), LOOKAHEAD_REPEAT)}}}"
+            text = f"{{{low},{max(int(low), cap)}}}"
         # What a repetition may follow: an item, not a repetition (a `+` or `?` after one is possessive or
         # lazy), an alternation or a group's opening.
         after_item = not (_UNBOUNDED.fullmatch(token.group()) or _COUNTED.fullmatch(text) or text in ("?", "(", "|")
@@ -438,6 +456,55 @@ _TOKEN = regex.compile(r"\\.|\[\^?\]?(?:\\.|[^\]])*\]|\{\d*,?\d*\}|\((?:\?(?:P?<
                        regex.DOTALL)
 _UNBOUNDED = regex.compile(r"[*+]|\{(\d+),\}")
 _COUNTED = regex.compile(r"\{\d*,?\d*\}")
+
+
+# ----------------------------------------------------------------- a call field opened by a pattern alone
+
+# How long an unbounded repetition in a call's open pattern may run where it has no literal to be found by
+# (`[^\n>]+`: a function name): text is held back while it could still become the opener, so at most this.
+OPEN_REPEAT_CAP = 64
+
+
+def _implicit(fields: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether a field holds the text outside the others (one without an opener): there transformers looks
+    for an opener anywhere (the field is `_envelope`'s, and one opened by a pattern alone is refused)."""
+    return any("open" not in field and "open_pattern" not in field for field in fields.values())
+
+
+def _opens_without_literal(field: Mapping[str, Any]) -> bool:
+    pattern = field.get("open_pattern")
+    if pattern is None:
+        return False
+    found = set().union(*(_prefixes(branch) for branch in _branches(pattern)))
+    return not found or any(not literal for literal, _ in found)
+
+
+def _anchor(scope: str, field: Mapping[str, Any], fields: Mapping[str, Mapping[str, Any]]) -> AnchorSpec:
+    """A call field whose open pattern starts with no literal text (Functionary v3.2's `(?P<name>[^\n>]+)\n`),
+    in a template whose every field is opened (no implicit one: transformers drops the text outside them):
+    an anchored envelope (`AnchorSpec`) tried where a field may begin, the start of the output (or after a
+    reasoning block there), right after another field's literal closer (a content field's `>>>`), and right
+    after its own closer, which is the separator between calls; transformers searches the text outside
+    every field too, which it drops and streamparse keeps as content. The open pattern is matched there
+    with each unbounded repetition capped at `OPEN_REPEAT_CAP` (the hold-back's bound), and not where
+    another field's literal opener starts (`all\n`: the same match, and transformers' tie-break takes the
+    other field, whose name sorts first)."""
+    pattern = field["open_pattern"]
+    closers, stops, _, tail = _closing(scope, field)
+    if stops or tail or len(closers) > 1:
+        raise ValueError(f"{scope}: open_pattern {pattern!r} does not start with literal text; a call field opened "
+                         "by its pattern alone is read with one literal close (or none)")
+    others = [opener for name, other in fields.items() if other is not field
+              for opener in _literal_delimiters(f"response_template field {name!r}", other, "open")]
+    after = [closer for name, other in fields.items() if other is not field and name not in REASONING_FIELDS
+             for closer in _literal_delimiters(f"response_template field {name!r}", other, "close")]
+    content = _literal_delimiters("response_template field 'content'", fields["content"], "open") \
+        if "content" in fields else []
+    yields = f"(?!{'|'.join(regex.escape(opener) for opener in others)})" if others else ""
+    body = _template_calls(scope, field, pattern, ([], closers, (0,) * len(closers), ""))
+    return AnchorSpec(lead=f"(?s){yields}(?:{_bounded(pattern, OPEN_REPEAT_CAP)})", body=body, at_start=True,
+                      after=tuple(dict.fromkeys(after)), separator=closers[0] if closers else "",
+                      separator_required=bool(closers), content_openers=tuple(content))
 
 
 def _trailing_lookahead(pattern: str, branches: list[list[Any]]) -> tuple[str, list[str], int] | None:
@@ -502,6 +569,9 @@ def _closing(scope: str, field: Mapping[str, Any]) -> tuple[list[str], list[str]
                 stops += [literal for literal, _ in looked]
                 continue
         literal = _suffix(items)
+        if literal is None and (endings := _optional_endings(items)):
+            closers += endings
+            continue
         if literal is None:
             raise ValueError(f"{scope}: close_pattern {pattern!r} does not end with literal text (a lookahead or a "
                              "class after it); streamparse ends a call at a literal closer or a lookahead of literals")

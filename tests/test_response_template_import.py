@@ -14,6 +14,9 @@ lists, checked here as such:
 - BOUNDED: a lookahead opener's unbounded repetitions are tried at most `LOOKAHEAD_REPEAT` times (what is
   held back is bounded); a call whose name is longer is content, its text kept, where transformers reads a
   call (no real case has one: checked on written outputs).
+Not met in the cases (stated by their own tests below): a call field opened by a pattern alone is looked
+for only where a field may begin, its unbounded repetitions capped; transformers also searches the text
+outside every field, which it drops and streamparse keeps as content.
 Then: any chunking streams to the final parse (hypothesis), the round trip through the export, grammars,
 and what is refused, with the construct named."""
 
@@ -53,12 +56,7 @@ def _templates() -> list[tuple[str, str, dict[str, Any]]]:
 
 
 TEMPLATES = _templates()
-# What the import refuses, and the construct it names (docs/formats.md lists each).
-REFUSED = {
-    "bench:functionary_v3_2": r"field 'tool_calls': open_pattern .* does not start with literal text",
-    "bench:muse_glimmer": r"field 'tool_calls': close_pattern .* does not end with literal text",
-}
-IMPORTED = [(label, fmt, template) for label, fmt, template in TEMPLATES if label not in REFUSED]
+IMPORTED = TEMPLATES  # every stored template imports (`test_every_stored_template_imports`)
 
 
 def cases(fmt: str) -> list[dict[str, Any]]:
@@ -294,7 +292,7 @@ def test_the_grammars_of_an_imported_format_accept_its_real_calls(label: str, fm
         assert grammar_accepts(spec, syntax, text, case["tools"], tool_choice="required", **options), case["case"]
         called, raw = message.tool_calls[0].name, message.tool_calls[0].raw
         assert raw and raw in text, (case["case"], raw)
-        broken = text.replace(raw, raw.replace(called, called[:-1] + "_", 1), 1)  # the name in the call itself
+        broken = text.replace(raw, raw.replace(called, called[:-1] + "_"), 1)  # the name wherever the call writes it
         assert not grammar_accepts(spec, syntax, broken, case["tools"], tool_choice="required", **options), case["case"]
         others = [tool["function"]["name"] for tool in case["tools"] if tool["function"]["name"] != called]
         if others and len(message.tool_calls) == 1:
@@ -525,11 +523,77 @@ def test_a_field_a_grammar_cannot_write_says_what_construct(field: dict[str, Any
         grammar_for(_spec(_field(**field)), tools, tool_choice="required")
 
 
-@pytest.mark.parametrize("label", sorted(REFUSED))
-def test_what_has_no_place_is_refused_naming_the_construct(label: str) -> None:
-    template = next(t for lb, _, t in TEMPLATES if lb == label)
-    with pytest.raises(ValueError, match=REFUSED[label]):
-        format_from_response_template(template)
+MUSE_GLIMMER = json.loads((BENCH / "muse_glimmer.json").read_text())
+FUNCTIONARY_V3_2 = json.loads((BENCH / "functionary_v3_2.json").read_text())
+
+
+def _one_character_at_a_time(text: str, spec: FormatSpec) -> tuple[streamparse.Message, int]:
+    """The message streamed one character a feed, and the most text the parser held back at once."""
+    parser, held = streamparse.StreamParser(spec), 0
+    for character in text:
+        parser.feed(character)
+        held = max(held, parser.held_back)
+    parser.close()
+    return parser.message, held
+
+
+@pytest.mark.parametrize(("after", "content"), [
+    ("", ""), ("<|eom|>", ""), ("<|eot|>", ""), ("<|eo", "<|eo"), ("<|start|>assistant to=user<|message|>hi", "hi"),
+    ("x", "x")])
+def test_a_close_pattern_s_optional_ending_is_taken_where_it_follows(after: str, content: str) -> None:
+    # `</atem:invoke>\s*</atem:function_calls>(?:<\|eom\|>|<\|eot\|>)?`: transformers' greedy match takes the
+    # `<|eom|>` where it follows; the call is the same either way, and the text after it is not the call's.
+    call = ('<|start|>assistant to=f<|message|><atem:function_calls>\n<atem:invoke name="f">\n'
+            '<atem:parameter name="a">1</atem:parameter>\n</atem:invoke>\n</atem:function_calls>')
+    text = " to=self<|message|>r<|eom|>" + call + after
+    spec = _spec(MUSE_GLIMMER)
+    whole = streamparse.parse(text, spec)
+    assert ours(whole) == (content, "r", [("f", {"a": "1"})]) and not whole.rejected
+    assert whole.tool_calls[0].raw.endswith(call[-22:] + (after if after in ("<|eom|>", "<|eot|>") else ""))
+    streamed, held = _one_character_at_a_time(text, spec)
+    assert ours(streamed) == ours(whole) and streamed.tool_calls[0].raw == whole.tool_calls[0].raw
+    # A closer held while a longer one could follow is bounded as any delimiter is: by the longest.
+    assert held <= max(map(len, (*spec.delimiters, "</atem:function_calls><|eom|>")))
+    if after in ("", "<|eom|>", "<|eot|>"):
+        assert theirs(text, MUSE_GLIMMER, "", None) == ours(whole)
+
+
+@pytest.mark.parametrize(("text", "content", "calls"), [
+    ('all\nhi>>>f\n{"a": 1}>>>g\n{}>>>all\nbye', "hibye", [("f", {"a": 1}), ("g", {})]),
+    ('<think>r</think>f\n{}', "", [("f", {})]),
+    ("f\n{}>>>>>>g\n{}", "", [("f", {}), ("g", {})]),
+    ("all\nno call\nhere", "no call\nhere", []),
+    # Where no field may begin (after text outside every field), or longer than the cap: content, where
+    # transformers, which drops the text outside every field, searches it and finds a call.
+    ('a>b\n{}', 'a>b\n{}', []),
+    ("x" * 65 + "\n{}", "x" * 65 + "\n{}", []),
+])
+def test_a_call_field_opened_by_a_pattern_alone_is_found_where_a_field_begins(text: str, content: str,
+                                                                               calls: list[Any]) -> None:
+    spec = _spec(FUNCTIONARY_V3_2)
+    whole = streamparse.parse(text, spec)
+    assert ours(whole)[0::2] == (content, calls) and not whole.rejected
+    streamed, held = _one_character_at_a_time(text, spec)
+    assert ours(streamed) == ours(whole)
+    assert held <= 65  # the opener's pattern, capped: `[^\n>]{1,64}\n`
+    if "x" not in text and "a>b" not in text:
+        reference = theirs(text, FUNCTIONARY_V3_2, "", None)
+        assert reference is not None and _spaceless(reference)[2] == calls
+
+
+def test_a_call_field_opened_by_a_pattern_alone_beside_a_field_without_an_opener_is_refused() -> None:
+    fields = {**FUNCTIONARY_V3_2["fields"], "content": {"content": "text"}}
+    # (transformers looks for the opener anywhere in the text that field holds.)
+    with pytest.raises(ValueError, match=r"field 'tool_calls': open_pattern .* does not start with literal text"):
+        format_from_response_template({**FUNCTIONARY_V3_2, "fields": fields})
+
+
+def test_every_stored_template_imports() -> None:
+    # apriel's `\A`, pythonic's lookahead, Functionary v3.2's pattern-led opener and Muse Glimmer's optional
+    # close ending were refused once; what is still refused is named by the tests above and below.
+    assert len(TEMPLATES) == len(list(BENCH.glob("*.json"))) + len(EXPORTED)
+    for _, _, template in TEMPLATES:
+        format_from_response_template(template)  # raises ValueError naming the construct it cannot place
 
 
 def _nested(depth: int) -> Any:

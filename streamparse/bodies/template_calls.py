@@ -111,6 +111,12 @@ class TemplateCalls:
         return None if self.transform_each else 1
 
     @property
+    def calls_adjacent(self) -> bool:
+        r"""A body that ends only at a stop (a close pattern's lookahead, `\}(?=\{"name")`: the stop `}{"name"`)
+        ends where the next call begins right after it: a grammar writes nothing between two calls."""
+        return bool(self.stops) and not self.closers
+
+    @property
     def ends_output(self) -> bool:
         """An envelope with no closer runs to a stop or the end: nothing but whitespace may follow the calls."""
         return not self.closers
@@ -154,21 +160,34 @@ class TemplateCalls:
 
 class LookaheadScanner:
     """Ends at the first closer (consumed) or stop; a stop's first `keep` characters are the body's and the
-    rest is left for what follows (a close pattern `P(?=A)`: the stop `PA`, keeping `P`)."""
+    rest is left for what follows (a close pattern `P(?=A)`: the stop `PA`, keeping `P`). Where a closer
+    is the start of a longer one (a close pattern's optional ending, `C(?:A|B)?`: closers `C`, `CA`, `CB`),
+    the longest that matches wins, as transformers' greedy match takes it: a closer the text's end could
+    still grow into a longer one is held (at most the longest closer's length) until the next text, or
+    the end of the output (`at_end`), says which."""
 
     def __init__(self, closers: tuple[str, ...], stops: tuple[str, ...], keeps: tuple[int, ...]) -> None:
         self._closers = frozenset(closers)
         self._keeps = dict(zip(stops, keeps or (0,) * len(stops), strict=True))
         self._delimiters = delimiters_of((*closers, *stops))
+        self._growing = frozenset(c for c in closers if any(o != c and o.startswith(c) for o in closers))
 
     def scan(self, text: str, pos: int) -> ScanResult:
         match = self._delimiters.search(text, pos)
         if match is None:
             return ScanResult(max(pos, self._delimiters.held_from(text)))
         if match.group() in self._closers:
+            if match.group() in self._growing and self._delimiters.is_prefix(text, match.start()):
+                return ScanResult(match.start())
             return ScanResult(match.start(), match.end())
         cut = match.start() + self._keeps.get(match.group(), 0)
         return ScanResult(cut, cut)
+
+    def at_end(self, held: str) -> ScanResult | None:
+        """The closer a held text starts with, when no more text comes (`EnvelopeScanner`)."""
+        match = self._delimiters.search(held, 0) if self._growing else None
+        return ScanResult(match.start(), match.end()) if match is not None and match.group() in self._closers \
+            else None
 
 
 @cache

@@ -421,13 +421,23 @@ def _tail(field: Field, writer: Writer) -> Node:
             items.pop()
         if field.closers:  # the body's grammar writes the closer
             closer = field.closers[0]
+            spelled = len(field.closers) > 1 and _optional_ending(items, field.closers)
+            if spelled:
+                items.pop()  # `C(?:A|B)?`: written without its optional ending (`C`, the first closer)
             ending = "".join(chr(av) for op, av in items[-len(closer):] if op == _sre.LITERAL)
-            if len(field.closers) > 1 or ending != closer:
+            if (len(field.closers) > 1 and not spelled) or ending != closer:
                 raise GrammarUnsupported(f"{field.scope}: a close pattern of several closers or one not ending with "
                                          "its closer's literal text")
             items = items[:-len(closer)]
         ways.append(writer.write(pattern, items))
     return alt(*ways)
+
+
+def _optional_ending(items: list[Any], closers: tuple[str, ...]) -> bool:
+    """Whether `items` end in an optional group and the closers are the first one and its longer spellings
+    (a close pattern's optional ending, `C(?:A|B)?`: `C`, `CA`, `CB`)."""
+    return bool(items) and items[-1][0] in _REPEATS and items[-1][1][:2] == (0, 1) \
+        and all(other.startswith(closers[0]) for other in closers)
 
 
 def _without_leading_space(node: Node) -> Node:

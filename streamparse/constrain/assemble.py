@@ -281,7 +281,9 @@ def _calls(spec: FormatSpec, tools: Tools, choice: Choice) -> Node:
     one = alt(*envelopes)
     # Whitespace between calls ends at the next call or at the block's closer (it holds no delimiter),
     # which a syntax may need to know: content may follow the calls, beginning where it does.
-    space = Regex(FRAMING_SPACE.pattern, stops=tuple(stop for stop in content_stops(spec) if stop[:1].strip()))
+    space: Node = Regex(FRAMING_SPACE.pattern, stops=tuple(stop for stop in content_stops(spec) if stop[:1].strip()))
+    if all(getattr(envelope.body, "calls_adjacent", False) for envelope in spec.envelopes):
+        space = EMPTY  # a body that ends only where the next call begins (`TemplateCalls.calls_adjacent`)
     if not spec.wrappers:
         return Repeat(one, 1, choice.most, space)
     # Every wrapper the format reads, each with its own closers (DeepSeek V3.2's `function_calls`
@@ -314,9 +316,17 @@ def call_openers(spec: FormatSpec) -> tuple[str, ...]:
 
 def _not_a_call(spec: FormatSpec) -> Node:
     """Content of a format whose calls are anchored by position: text that cannot begin a call
-    (it does not start with a bracket, and holds no trigger character)."""
+    (it does not start with a bracket, and holds no trigger character); where an anchor says content
+    stands only after its openers (`AnchorSpec.content_openers`), text after one of them."""
     stops = content_stops(spec) + tuple(anchor.trigger for anchor in spec.anchors if anchor.trigger)
+    openers = _content_openers(spec)
+    if openers:
+        return optional(seq(alt(*map(Lit, openers)), Text(stops)))
     return optional(seq(Regex(r"[^ \t\r\n{\[]"), Text(stops)))
+
+
+def _content_openers(spec: FormatSpec) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(opener for anchor in spec.anchors for opener in anchor.content_openers))
 
 
 def _anchored(spec: FormatSpec, tools: Tools, choice: Choice, reasoning: Node) -> Node:
@@ -335,13 +345,18 @@ def _anchored(spec: FormatSpec, tools: Tools, choice: Choice, reasoning: Node) -
         if not isinstance(kind, CallLayout):
             continue
         calls = alt(*(kind.call_grammar(name, parameters_of(tools, name)) for name in choice.names))
-        between = seq(FRAMING_SPACE, optional(Regex(anchor.separator)), FRAMING_SPACE) if anchor.separator \
-            else FRAMING_SPACE
+        separator = Lit(anchor.separator) if anchor.separator_required else optional(Regex(anchor.separator))
+        between = seq(FRAMING_SPACE, separator, FRAMING_SPACE) if anchor.separator else FRAMING_SPACE
         body = kind.body_grammar(calls, choice.most is None and kind.calls_per_envelope() is None)
         run = Repeat(body, 1, 1 if anchor.must_end_output else choice.most, between)  # (one envelope ends the output)
         if anchor.at_start:  # no whitespace first: llguidance cannot begin a lexeme-free way with it
             ways.append(run)
-        if anchor.after:
+        if anchor.after and anchor.content_openers:  # (a text then a literal: one way, for Lark's lazy lexeme)
+            text = Text(content_stops(spec)) if choice.mode == "auto" else EMPTY
+            ways.append(seq(_framing(spec), alt(*map(Lit, anchor.after)), FRAMING_SPACE, run))
+            ways.append(seq(alt(*map(Lit, anchor.content_openers)), text, alt(*map(Lit, anchor.after)),
+                            FRAMING_SPACE, run))
+        elif anchor.after:
             ways.append(seq(before, alt(*map(Lit, anchor.after)), FRAMING_SPACE, run))
         if anchor.trigger:
             ways.append(seq(_not_a_call(spec) if choice.mode == "auto" else EMPTY, run))

@@ -93,7 +93,18 @@ class Anchors:
     def decide(self, parser: ParserState, text: str, pos: int, choices: tuple[AnchorSpec, ...],
                skip: int = 0) -> int:
         """At `text[pos]`: open the first anchor whose lead matches, hold while one still could,
-        else it is content (`skip` characters of it emitted, so that a trigger is not found again)."""
+        else it is content (`skip` characters of it emitted, so that a trigger is not found again).
+        A content opener of an anchor (`AnchorSpec.content_openers`) there is dropped and content follows."""
+        for anchor in choices:
+            if anchor.content_openers:
+                opener = next((o for o in anchor.content_openers if text.startswith(o, pos)), None)
+                if opener is not None:
+                    parser._mode = _CONTENT
+                    return pos + len(opener)
+                if any(o.startswith(text[pos:]) for o in anchor.content_openers):
+                    parser._mode = ANCHOR
+                    self.choices = choices
+                    return parser._hold(text, pos)
         for anchor in choices:
             match = self.table.leads[id(anchor)].match(text, pos, partial=True)
             if match is None:

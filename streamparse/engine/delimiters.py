@@ -54,10 +54,9 @@ class DelimiterSets:
         if self.anchor_marks:
             guards = {a.trigger: a.trigger_next for a in spec.anchors if a.trigger and a.trigger_next}
             self.in_content = Delimiters([*self.in_content.strings, *self.anchor_marks], guards)
-        # Content delimiters that begin with whitespace (an imported template's ` to=functions.`), longest
-        # first: one may start in the output's leading whitespace, which is otherwise framing.
-        self.space_led = tuple(sorted((d for d in self.in_content.strings if d[:1].isspace()), key=len, reverse=True))
-        self.space_lead = max((len(d) - len(d.lstrip()) for d in self.space_led), default=0)
+        # Delimiters that begin with whitespace (an imported template's ` to=self<|message|>`): at the start
+        # they are looked for inside the leading whitespace (no declared format has one).
+        self.spaced_start = any(s[:1].isspace() for s in (*self.reasoning_openers.strings, *self.in_content.strings))
         # Content after an answer opener that was framing: its closer is searched too.
         answer = spec.framing_after_reasoning
         self.in_answer = (Delimiters([*self.in_content.strings, *keep(answer[1:])], self.in_content.guards) if answer

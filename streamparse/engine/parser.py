@@ -403,13 +403,16 @@ class StreamParser:
     # ----------------------------------------------------------------- text regions
 
     def _start(self, text: str, pos: int) -> int:
-        """Leading whitespace is framing; a reasoning opener may follow it, and a content delimiter that
-        begins with whitespace may start in it."""
-        first = pos
+        """Leading whitespace is framing; a reasoning opener may follow it, and a delimiter that begins
+        with whitespace may start in it."""
         match = _NON_SPACE.search(text, pos)
-        if match is None:  # (the whitespace a content delimiter may begin with is kept for the next text)
-            lead = self._sets.space_lead
-            return self._hold(text, max(pos, len(text) - lead)) if lead else len(text)
+        if self._sets.spaced_start and not self._resumed:
+            for at in range(pos, match.start() if match is not None else len(text)):
+                held = self._spaced_start(text, at)
+                if held is not None:
+                    return held
+        if match is None:
+            return len(text)
         pos = match.start()
         leading = self._sets.leading
         if leading.strings:  # the generation prompt's role marker, echoed: framing
@@ -436,10 +439,6 @@ class StreamParser:
         if self._forced:
             self._enter_reasoning(self._all_reasoning_closers, self._base + pos)
         else:
-            led = self._space_led(text, first, pos) if self._sets.space_led else pos
-            if led is None:
-                return self._hold(text, max(first, pos - self._sets.space_lead))
-            pos = led
             self._mode = _CONTENT
             self._ended_reasoning(0)
             # After a reasoning block (`after_reasoning`), what may follow one is read as such.
@@ -448,15 +447,26 @@ class StreamParser:
                 return self._anchored.decide(self, text, pos, self._anchored.table.at_start)
         return pos
 
-    def _space_led(self, text: str, first: int, at: int) -> int | None:
-        """Where content starts after the leading whitespace `text[first:at]`: at `at`, or where a content
-        delimiter that begins with whitespace starts in it; None while the text ends inside such a one."""
-        for delimiter in self._sets.space_led:
-            start = at - (len(delimiter) - len(delimiter.lstrip()))
-            seen = text[start:start + len(delimiter)]
-            if start >= first and delimiter.startswith(seen):
-                return start if seen == delimiter else None
-        return at
+    def _spaced_start(self, text: str, pos: int) -> int | None:
+        """A delimiter that begins with whitespace (an imported template's ` to=self<|message|>`) at the very
+        start is that delimiter, not leading whitespace: a reasoning opener opens reasoning; one read in
+        content (framing, a call opener) starts the content there; a prefix of either waits for more text.
+        None where no such delimiter starts here (no declared format has one)."""
+        openers, in_content = self._sets.reasoning_openers, self._sets.in_content
+        opener = openers.starting(text, pos)
+        if opener is not None and opener[0].isspace():
+            self._enter_reasoning(self._closer_of[opener] if not self._forced else self._all_reasoning_closers,
+                                  self._base + pos + len(opener))
+            self._lead_pending = self._lead is not None
+            return pos + len(opener)
+        if openers.is_prefix(text, pos) or in_content.is_prefix(text, pos):
+            return self._hold(text, pos)
+        found = in_content.starting(text, pos)
+        if found is None or not found[0].isspace() or self._forced or self._anchored is not None:
+            return None
+        self._mode = _CONTENT
+        self._ended_reasoning(0)
+        return pos
 
     def _enter_reasoning(self, closers: tuple[str, ...], at: int) -> None:
         """Reasoning opens; its text starts at `at` in the output."""
@@ -851,6 +861,17 @@ class StreamParser:
             self._anchored.before_text(self)
         if self._mode == _ENVELOPE:
             assert self._envelope is not None
+            # A closer held because a longer one could have followed it (`EnvelopeScanner.at_end`) is the closer.
+            ending = getattr(self._envelope.scanner, "at_end", None)
+            found = ending(carry) if ending is not None else None
+            if found is not None and found.end is not None:
+                self._add_body(self._envelope, carry[:found.safe])
+                self._end_envelope(carry[found.safe:found.end], complete=True)
+                rest = carry[found.end:]  # read again where the envelope returned to (received once already)
+                self._received -= len(rest)
+                self._run(rest)
+                self._settle_carry()
+                return
             self._add_body(self._envelope, carry)
         elif self._mode == _WRAPPER:
             wrapper = self._wrapper
