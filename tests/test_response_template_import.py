@@ -588,6 +588,22 @@ def test_a_call_field_opened_by_a_pattern_alone_beside_a_field_without_an_opener
         format_from_response_template({**FUNCTIONARY_V3_2, "fields": fields})
 
 
+@pytest.mark.parametrize(("template", "pattern"), [
+    (FUNCTIONARY_V3_2, "(?P<name>(a+)+)\n"),            # an opener led by a pattern alone
+    (FUNCTIONARY_V3_2, "(?P<name>(?:x|\\w*)*)\n"),
+    (PYTHONIC, "\\s*(?=\\[(x*)*\\()"),                 # a lookahead opener
+    (PYTHONIC, "\\s*(?=\\[(?:a|aa)*\\()"),
+], ids=["pattern-led-repetition", "pattern-led-alternation", "lookahead-repetition", "lookahead-alternation"])
+def test_a_new_opener_construct_that_could_backtrack_without_bound_is_refused(template: dict[str, Any],
+                                                                               pattern: str) -> None:
+    # A checkpoint's template is untrusted: its patterns run on every output. The anchored openers cap their
+    # unbounded repetitions, and a repetition of a repetition or of an alternation is refused before that.
+    changed = json.loads(json.dumps(template))
+    changed["fields"]["tool_calls"]["open_pattern"] = pattern
+    with pytest.raises(ValueError, match=r"repeats a repetition|repeats an alternation"):
+        format_from_response_template(changed)
+
+
 def test_every_stored_template_imports() -> None:
     # apriel's `\A`, pythonic's lookahead, Functionary v3.2's pattern-led opener and Muse Glimmer's optional
     # close ending were refused once; what is still refused is named by the tests above and below.
