@@ -101,7 +101,7 @@ class Anchors:
                 if opener is not None:
                     parser._mode = _CONTENT
                     return pos + len(opener)
-                if any(o.startswith(text[pos:]) for o in anchor.content_openers):
+                if any(len(text) - pos < len(o) and o.startswith(text[pos:]) for o in anchor.content_openers):
                     parser._mode = ANCHOR
                     self.choices = choices
                     return parser._hold(text, pos)
